@@ -1,0 +1,55 @@
+import { z } from "zod";
+
+/**
+ * Parses process.env against a zod schema once at start-up. On failure it throws a ConfigError
+ * naming every variable at fault, so main() can print it and exit non-zero.
+ */
+export class ConfigError extends Error {
+  constructor(readonly problems: string[]) {
+    super(`Invalid configuration:\n${problems.map((p) => `  - ${p}`).join("\n")}`);
+    this.name = "ConfigError";
+  }
+}
+
+export function parseConfig<S extends z.ZodObject<z.ZodRawShape>>(
+  schema: S,
+  env: Record<string, string | undefined> = process.env,
+): z.infer<S> {
+  const result = schema.safeParse(env);
+  if (!result.success) {
+    throw new ConfigError(
+      result.error.issues.map((i) => `${i.path.join(".") || "(environment)"}: ${i.message}`),
+    );
+  }
+  return result.data;
+}
+
+/** Reusable variable parsers. */
+export const env = {
+  port: (def: number) => z.coerce.number().int().min(0).max(65535).default(def),
+  int: (def: number, min = 0, max = Number.MAX_SAFE_INTEGER) => z.coerce.number().int().min(min).max(max).default(def),
+  url: () => z.string().url(),
+  optionalString: () =>
+    z
+      .string()
+      .optional()
+      .transform((v) => (v === undefined || v === "" ? undefined : v)),
+  bool: (def: boolean) =>
+    z
+      .enum(["true", "false", "1", "0", "yes", "no"])
+      .optional()
+      .transform((v) => (v === undefined ? def : ["true", "1", "yes"].includes(v))),
+  logLevel: () => z.enum(["fatal", "error", "warn", "info", "debug", "trace", "silent"]).default("info"),
+};
+
+/** Runs main, printing configuration errors without a stack trace. */
+export function runMain(main: () => Promise<void>): void {
+  main().catch((err: unknown) => {
+    if (err instanceof ConfigError) {
+      process.stderr.write(`${err.message}\n`);
+    } else {
+      process.stderr.write(`fatal: ${err instanceof Error ? (err.stack ?? err.message) : String(err)}\n`);
+    }
+    process.exit(1);
+  });
+}

@@ -1,0 +1,146 @@
+import type { AttributeType, CoreColumn, DataType, FixedDatasetDefinition, ResourceKind } from "./types";
+
+const col = (key: string, dataType: DataType = "text", label?: string): CoreColumn =>
+  label === undefined ? { key, dataType } : { key, dataType, label };
+const texts = (...keys: string[]) => keys.map((k) => col(k));
+
+const resource = (kind: ResourceKind, columns: CoreColumn[], hasCustomAttributes = true): FixedDatasetDefinition => ({
+  key: `resources_${kind}`,
+  family: "resource",
+  resourceKind: kind,
+  coreColumns: [col("id", "uuid", "ID"), ...columns, col("last_modified", "dateTime", "Last Modified")],
+  hasCustomAttributes,
+});
+
+/** The fixed datasets in listing order: eleven resource datasets, then deviations. Core columns in CSV order. */
+export const FIXED_DATASETS: FixedDatasetDefinition[] = [
+  resource("suppliers", [
+    col("name", "text", "Name"),
+    ...texts("description", "website_url", "status", "market", "type", "street1", "street2", "city", "region", "zip_code", "country", "products", "parent_names"),
+  ]),
+  resource("customers", [
+    col("name", "text", "Name"),
+    ...texts("description", "website_url", "phone_number", "street1", "street2", "city", "region", "zip_code", "country", "contact_name", "contact_email", "contact_phone", "products"),
+  ]),
+  resource("products", [
+    col("name", "text", "Name"),
+    ...texts("description", "product_code", "product_type", "product_category_name", "allergen_status", "allergens"),
+    col("default_shelf_life_quantity", "number"),
+    ...texts("default_shelf_life_unit", "customers", "sites", "suppliers"),
+  ]),
+  resource("product_categories", [col("name", "text", "Name"), ...texts("description", "parent_name")]),
+  resource("equipment", [
+    col("name", "text", "Name"),
+    ...texts("make", "model", "serial_number", "site_name"),
+    col("site_id", "uuid"),
+    ...texts("site_path", "area_name"),
+  ]),
+  resource("chemicals", [col("name", "text", "Name"), ...texts("type", "grade", "production_method", "sites")]),
+  resource("employees", [col("name", "text", "Name"), ...texts("job_title", "access_level", "teams", "sites")]),
+  resource("areas", [
+    col("name", "text", "Name"),
+    ...texts("description", "type"),
+    col("size", "number"),
+    ...texts("size_unit", "area_path", "parent_name"),
+    col("site_id", "uuid"),
+    ...texts("site_name", "site_path"),
+  ]),
+  resource("lots", [
+    col("code", "text", "Code"),
+    ...texts("description", "status"),
+    col("quantity", "number"),
+    col("unit"),
+    col("expiry_date", "date"),
+    col("date_received", "date"),
+    col("date_produced", "date"),
+    col("product_id", "uuid"),
+    col("product_name"),
+    col("site_id", "uuid"),
+    ...texts("site_name", "site_path"),
+  ]),
+  resource("recipes", [
+    col("name", "text", "Name"),
+    ...texts("description", "status"),
+    col("output_quantity", "number"),
+    col("output_unit"),
+    col("has_unpublished_changes", "boolean"),
+    col("output_product_id", "uuid"),
+    col("output_product_name"),
+  ]),
+  resource(
+    "documents",
+    [col("name", "text", "Name"), ...texts("type", "about", "version"), col("is_archived", "boolean"), ...texts("sites", "teams")],
+    false,
+  ),
+  {
+    key: "deviations",
+    family: "deviations",
+    displayName: "Deviations",
+    hasCustomAttributes: false,
+    coreColumns: [
+      col("id", "uuid", "ID"),
+      col("code", "text", "Code"),
+      col("severity", "text", "Severity"),
+      col("status", "text", "Status"),
+      col("is_resolved", "boolean", "Resolved"),
+      col("resolution_type", "text", "Resolution Type"),
+      col("field_key", "text", "Field Key"),
+      col("field_label", "text", "Field Label"),
+      col("display_value", "text", "Value"),
+      col("row_id", "text", "Row ID"),
+      col("workflow_name", "text", "Workflow Name"),
+      col("form_name", "text", "Form Name"),
+      col("submission_id", "uuid", "Submission ID"),
+      col("record_id", "text", "Record ID"),
+      col("submission_status", "text", "Submission Status"),
+      col("is_archived", "boolean", "Archived"),
+      col("step_name", "text", "Step Name"),
+      col("step_status", "text", "Step Status"),
+      col("site_name", "text", "Site Name"),
+      col("site_id", "uuid", "Site ID"),
+      col("site_path", "text", "Site Path"),
+      col("assigned_to", "text", "Assigned To"),
+      col("assigned_user_name", "text", "Assigned User"),
+      col("assigned_team_name", "text", "Assigned Team"),
+      col("supplier_name", "text", "Supplier"),
+      col("comment", "text", "Comment"),
+      col("resolution_comment", "text", "Resolution Comment"),
+      col("resolved_by", "text", "Resolved By"),
+      col("resolved_at", "dateTime", "Resolved At"),
+      col("resolved_at_local", "localDateTime", "Resolved At (Local)"),
+      col("signed_by", "text", "Signed By"),
+      col("signed_at", "dateTime", "Signed At"),
+      col("signed_at_local", "localDateTime", "Signed At (Local)"),
+      col("linked_record_code", "text", "Linked Record Code"),
+      col("linked_record_status", "text", "Linked Record Status"),
+      col("linked_record_source", "text", "Linked Record Source"),
+      col("linked_resolution_comment", "text", "Linked Resolution Comment"),
+      col("created_at", "dateTime", "Created At"),
+      col("created_at_local", "localDateTime", "Created At (Local)"),
+      col("last_modified", "dateTime", "Last Modified"),
+      col("last_modified_local", "localDateTime", "Last Modified (Local)"),
+    ],
+  },
+];
+
+export const FIXED_DATASETS_BY_KEY: ReadonlyMap<string, FixedDatasetDefinition> = new Map(FIXED_DATASETS.map((d) => [d.key, d]));
+
+/** Column type of a custom attribute (spec: "Custom attribute type" table). */
+export function attributeDataType(type: AttributeType | string): DataType {
+  switch (type) {
+    case "Number":
+      return "number";
+    case "Date":
+      return "date";
+    case "DateTime":
+      return "dateTime";
+    default:
+      return "text";
+  }
+}
+
+/** Names a custom attribute column can never take on a resource dataset (besides the core columns). */
+export const RESERVED_RESOURCE_COLUMNS = ["id", "last_modified", "row_index", "row_seq", "_cursor"];
+
+/** The appended paging column, last in every dataset. */
+export const CURSOR_COLUMN = { key: "_cursor", dataType: "text" as DataType };

@@ -1,0 +1,5 @@
+export * from "./definition";
+export * from "./errors";
+export * from "./server";
+export * from "./client";
+export * as grpc from "@grpc/grpc-js";
