@@ -6,7 +6,7 @@ import { create, fromBinary, toBinary, type DescMessage, type DescService, type 
  * builds the grpc-js definition from a descriptor, serializing with toBinary/fromBinary.
  */
 export function serviceDefinition(service: DescService): grpc.ServiceDefinition {
-  const definition: grpc.ServiceDefinition = {};
+  const definition: Record<string, grpc.MethodDefinition<unknown, unknown>> = {};
   for (const method of service.methods) {
     definition[method.localName] = {
       path: `/${service.typeName}/${method.name}`,

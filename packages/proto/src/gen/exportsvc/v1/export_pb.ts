@@ -10,7 +10,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file exportsvc/v1/export.proto.
  */
 export const file_exportsvc_v1_export: GenFile = /*@__PURE__*/
-  fileDesc("ChlleHBvcnRzdmMvdjEvZXhwb3J0LnByb3RvEgxleHBvcnRzdmMudjEizQIKEEV4cG9ydENzdlJlcXVlc3QSFwoPb3JnYW5pemF0aW9uX2lkGAEgASgJEhMKC2RhdGFzZXRfa2V5GAIgASgJEhMKBmN1cnNvchgDIAEoCUgAiAEBEiIKFW1vZGlmaWVkX3NpbmNlX21pY3JvcxgEIAEoA0gBiAEBEhIKBWFmdGVyGAUgASgJSAKIAQESHAoPYWZ0ZXJfcm93X2luZGV4GAYgASgDSAOIAQESDQoFbGltaXQYByABKAUSGAoLZnJvbV9taWNyb3MYCCABKANIBIgBARIWCgl0b19taWNyb3MYCSABKANIBYgBAUIJCgdfY3Vyc29yQhgKFl9tb2RpZmllZF9zaW5jZV9taWNyb3NCCAoGX2FmdGVyQhIKEF9hZnRlcl9yb3dfaW5kZXhCDgoMX2Zyb21fbWljcm9zQgwKCl90b19taWNyb3MiIQoRRXhwb3J0Q3N2UmVzcG9uc2USDAoEZGF0YRgBIAEoDDJfCg1FeHBvcnRTZXJ2aWNlEk4KCUV4cG9ydENzdhIeLmV4cG9ydHN2Yy52MS5FeHBvcnRDc3ZSZXF1ZXN0Gh8uZXhwb3J0c3ZjLnYxLkV4cG9ydENzdlJlc3BvbnNlMAFiBnByb3RvMw");
+  fileDesc("ChlleHBvcnRzdmMvdjEvZXhwb3J0LnByb3RvEgxleHBvcnRzdmMudjEi3AIKEEV4cG9ydENzdlJlcXVlc3QSFwoPb3JnYW5pemF0aW9uX2lkGAEgASgJEhMKC2RhdGFzZXRfa2V5GAIgASgJEhMKBmN1cnNvchgDIAEoCUgAiAEBEiIKFW1vZGlmaWVkX3NpbmNlX21pY3JvcxgEIAEoA0gBiAEBEhIKBWFmdGVyGAUgASgJSAKIAQESHAoPYWZ0ZXJfcm93X2luZGV4GAYgASgDSAOIAQESEgoFbGltaXQYByABKAVIBIgBARIYCgtmcm9tX21pY3JvcxgIIAEoA0gFiAEBEhYKCXRvX21pY3JvcxgJIAEoA0gGiAEBQgkKB19jdXJzb3JCGAoWX21vZGlmaWVkX3NpbmNlX21pY3Jvc0IICgZfYWZ0ZXJCEgoQX2FmdGVyX3Jvd19pbmRleEIICgZfbGltaXRCDgoMX2Zyb21fbWljcm9zQgwKCl90b19taWNyb3MiIQoRRXhwb3J0Q3N2UmVzcG9uc2USDAoEZGF0YRgBIAEoDDJfCg1FeHBvcnRTZXJ2aWNlEk4KCUV4cG9ydENzdhIeLmV4cG9ydHN2Yy52MS5FeHBvcnRDc3ZSZXF1ZXN0Gh8uZXhwb3J0c3ZjLnYxLkV4cG9ydENzdlJlc3BvbnNlMAFiBnByb3RvMw");
 
 /**
  * Parameters arrive already parsed by the gateway (unparsable values never get here).
@@ -51,9 +51,11 @@ export type ExportCsvRequest = Message<"exportsvc.v1.ExportCsvRequest"> & {
   afterRowIndex?: bigint;
 
   /**
-   * @generated from field: int32 limit = 7;
+   * Absent: the default (5000). Range checks happen in the export service, after the dataset lookup.
+   *
+   * @generated from field: optional int32 limit = 7;
    */
-  limit: number;
+  limit?: number;
 
   /**
    * @generated from field: optional int64 from_micros = 8;
