@@ -308,6 +308,8 @@ CREATE TABLE submissions (
   completed_at timestamptz,
   -- Field values keyed by field id; grid values are arrays of row objects.
   "values" jsonb NOT NULL DEFAULT '{}'::jsonb,
+  -- Field id -> UTC instant at which the field's value was verified (fields needing verification).
+  verifications jsonb NOT NULL DEFAULT '{}'::jsonb,
   last_modified timestamptz NOT NULL DEFAULT now(),
   PRIMARY KEY (organization_id, id)
 );

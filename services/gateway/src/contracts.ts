@@ -1,0 +1,36 @@
+/**
+ * Seams between the gateway's HTTP layer (app, routes) and its shared-state parts (auth, limits,
+ * store). Implementations live in src/auth, src/limits and src/store.
+ */
+
+/** Who is calling: derived from the API key, never from the request. */
+export interface Principal {
+  organizationId: string;
+  keyId: string;
+}
+
+export interface Authenticator {
+  /**
+   * Checks the Authorization header. Resolves with the principal, or throws an AppError:
+   * 401 UNAUTHORIZED (missing, malformed, unknown, revoked, expired, unknown organization),
+   * 404 ORGANIZATION_NOT_CONFIGURED, 503 AUTH_UNAVAILABLE (key store unreachable, with Retry-After).
+   */
+  authenticate(authorizationHeader: string | undefined): Promise<Principal>;
+}
+
+/** A held slot of the per-organization concurrency limit. release() is idempotent. */
+export interface Admission {
+  release(): void;
+}
+
+export interface RateLimiter {
+  /** Counts the request against the organization's limits; throws AppError 429 RATE_LIMITED when over. */
+  admit(organizationId: string): Promise<Admission>;
+}
+
+/** State shared by gateway replicas (Redis), or in-process when REDIS_URL is unset. */
+export interface SharedStoreStatus {
+  backend: "redis" | "memory";
+  /** False while Redis is configured but unreachable (limits fall back to per-replica). */
+  healthy: boolean;
+}
