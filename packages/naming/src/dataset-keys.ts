@@ -1,0 +1,79 @@
+import { HASH_LENGTH, MAX_NAME_LENGTH, hash8 } from "./normalize";
+import { toMap, withNumericSuffix } from "./unique";
+
+export interface DatasetKeyCandidate {
+  /** Stable identity of the dataset: form id for a submission dataset, form id + grid path for a grid. */
+  sourceId: string;
+  /** The dataset name from the naming rules (directName(form name), composedName([parentKey, grid label])). */
+  name: string;
+  /**
+   * What separates equal names: the form id, and for a grid dataset also the keys of the grid and
+   * the grids around it (joined by the caller, e.g. [formId, ...gridKeys].join("/")).
+   */
+  hashInput: string;
+}
+
+export interface AssignDatasetKeysOptions {
+  /**
+   * Keys owned by other datasets of the organization, including fixed datasets (`deviations`,
+   * `resources_*`) and retired keys: never handed out again.
+   */
+  taken?: Iterable<string>;
+  /** The current keys of these sources (sourceId -> key); kept while the name they came from holds. */
+  previous?: ReadonlyMap<string, string> | Record<string, string>;
+}
+
+/** `<name>_<hash8(hashInput)>`, the name truncated so the total stays within the cap. */
+export function hashedDatasetKey(name: string, hashInput: string): string {
+  return `${name.slice(0, MAX_NAME_LENGTH - HASH_LENGTH - 1)}_${hash8(hashInput)}`;
+}
+
+function isDerivedKey(key: string, candidate: DatasetKeyCandidate): boolean {
+  if (key === candidate.name) return true;
+  const hashed = hashedDatasetKey(candidate.name, candidate.hashInput);
+  if (key === hashed) return true;
+  const match = /_([0-9]+)$/.exec(key);
+  return match !== null && Number(match[1]) >= 2 && withNumericSuffix(hashed, Number(match[1])) === key;
+}
+
+/**
+ * Dataset keys for equal dataset names (spec, "Form datasets: naming"): the plain name to the first
+ * dataset generated with it, permanently (a previous key is kept while its name holds, and a key
+ * stays taken after retirement); later ones get `_<hash8(hashInput)>`; should that collide too, a
+ * numeric suffix `_2`, `_3`, ... follows. Every key is <= 63 characters of [a-z0-9_].
+ */
+export function assignDatasetKeys(candidates: readonly DatasetKeyCandidate[], options: AssignDatasetKeysOptions = {}): Map<string, string> {
+  const taken = new Set(options.taken ?? []);
+  const previous = toMap(options.previous);
+  const assigned = new Map<string, string>();
+  const kept = new Set<string>();
+
+  for (const c of candidates) {
+    if (assigned.has(c.sourceId)) throw new Error(`duplicate candidate sourceId ${c.sourceId}`);
+    const before = previous.get(c.sourceId);
+    // A previous key may sit in `taken` too (callers often pass every registry key): it is this source's own.
+    if (before !== undefined && isDerivedKey(before, c) && !kept.has(before)) {
+      assigned.set(c.sourceId, before);
+      kept.add(before);
+      taken.add(before);
+    }
+  }
+  const pending = candidates.filter((c) => !assigned.has(c.sourceId));
+  const clashing: DatasetKeyCandidate[] = [];
+  for (const c of pending) {
+    if (taken.has(c.name)) {
+      clashing.push(c);
+    } else {
+      assigned.set(c.sourceId, c.name);
+      taken.add(c.name);
+    }
+  }
+  for (const c of clashing) {
+    const hashed = hashedDatasetKey(c.name, c.hashInput);
+    let key = hashed;
+    for (let n = 2; taken.has(key); n++) key = withNumericSuffix(hashed, n);
+    assigned.set(c.sourceId, key);
+    taken.add(key);
+  }
+  return new Map(candidates.map((c) => [c.sourceId, assigned.get(c.sourceId)!]));
+}

@@ -1,0 +1,3 @@
+export * from "./normalize";
+export * from "./unique";
+export * from "./dataset-keys";
