@@ -3,12 +3,7 @@
  * Pages every dataset to the end with the spec's cursor loop at several limits and checks counts,
  * order, duplicates, the CSV dialect and every value's type against the listing.
  */
-import { randomBytes } from "node:crypto";
-import type { Pool } from "pg";
-import { seedDemo } from "@exportsvc/exportctl";
-import { startStack, type RunningStack } from "../../scripts/lib/stack";
-import { testDatabaseUrl, testPool } from "../support/db";
-import { freePort } from "../support/ports";
+import { startE2E, type E2E } from "../support/fixture";
 import { parseCsvPage, valueProblem } from "../support/csv";
 
 interface ListedColumn { key: string; dataType: string; label?: string }
@@ -22,39 +17,14 @@ interface ListedDataset {
   changeToken: string;
 }
 
-const keyHashSecret = randomBytes(16).toString("hex");
-
 describe("end to end over HTTP", () => {
-  let pool: Pool;
-  let stack: RunningStack;
-  let apiKey: string;
-  let organizationId: string;
-
+  let e2e: E2E;
   beforeAll(async () => {
-    pool = testPool();
-    const demo = await seedDemo(pool, { keyHashSecret });
-    if (!demo.secret) throw new Error("seedDemo issued no key on a fresh database");
-    apiKey = demo.secret;
-    organizationId = demo.organizationId;
-    const [gateway, catalog, exp, schema, m1, m2, m3, m4] = await Promise.all(Array.from({ length: 8 }, freePort));
-    stack = await startStack({
-      databaseUrl: testDatabaseUrl(),
-      redisUrl: process.env.REDIS_URL || undefined,
-      keyHashSecret,
-      cursorKeys: `7:${randomBytes(24).toString("base64")}`,
-      ports: { gateway, catalog, export: exp, schema, metrics: { gateway: m1, catalog: m2, export: m3, schema: m4 } },
-      // The suite pages with tiny limits; the per-minute budget is not what is tested here.
-      env: { RATE_LIMIT_PER_WINDOW: "100000" },
-    });
+    e2e = await startE2E();
   }, 120_000);
+  afterAll(() => e2e?.stop());
 
-  afterAll(async () => {
-    await stack?.stop();
-    await pool?.end();
-  });
-
-  const get = (path: string, headers: Record<string, string> = {}) =>
-    fetch(`${stack.baseUrl}${path}`, { headers: { Authorization: `Bearer ${apiKey}`, ...headers } });
+  const get = (path: string, headers: Record<string, string> = {}) => e2e.get(path, headers);
 
   async function listing(): Promise<ListedDataset[]> {
     const res = await get("/v1/datasets");
@@ -144,14 +114,14 @@ describe("end to end over HTTP", () => {
     for (const [key, table] of counts) {
       const ds = datasets.find((d) => d.key === key)!;
       const { rows } = await pageToEnd(ds, 5000);
-      const expected = Number((await pool.query(`SELECT count(*) FROM ${table} WHERE organization_id = $1`, [organizationId])).rows[0].count);
+      const expected = Number((await e2e.pool.query(`SELECT count(*) FROM ${table} WHERE organization_id = $1`, [e2e.organizationId])).rows[0].count);
       expect(expected).toBeGreaterThan(0);
       expect(rows.length).toBe(expected);
     }
   });
 
   it("answers problem+json for a missing key, an unknown dataset and an unknown route", async () => {
-    const noKey = await fetch(`${stack.baseUrl}/v1/datasets`);
+    const noKey = await fetch(`${e2e.baseUrl}/v1/datasets`);
     expect(noKey.status).toBe(401);
     expect(noKey.headers.get("content-type")).toContain("application/problem+json");
     const body = await noKey.json();

@@ -1,0 +1,85 @@
+import { randomBytes, randomUUID } from "node:crypto";
+import type { Pool } from "pg";
+import { generateApiKey, hashApiKeySecret } from "@exportsvc/common";
+import { seedDemo } from "@exportsvc/exportctl";
+import { startStack, type RunningStack, type ServiceName } from "../../scripts/lib/stack";
+import { testDatabaseUrl, testPool } from "./db";
+import { freePort } from "./ports";
+
+export interface E2E {
+  pool: Pool;
+  stack: RunningStack;
+  baseUrl: string;
+  apiKey: string;
+  organizationId: string;
+  keyHashSecret: string;
+  /** GET with the demo key (or the given headers). */
+  get(path: string, headers?: Record<string, string>): Promise<Response>;
+  /** Issues a key for an organization straight into the key store. */
+  issueKey(organizationId: string, opts?: { expiresAt?: Date; revoked?: boolean }): Promise<{ id: string; secret: string }>;
+  /** A new organization with a key; enabled unless told otherwise. */
+  newOrganization(opts?: { enabled?: boolean }): Promise<{ organizationId: string; secret: string }>;
+  stop(): Promise<void>;
+}
+
+export interface E2EOptions {
+  env?: Record<string, string>;
+  serviceEnv?: Partial<Record<ServiceName, Record<string, string>>>;
+  databaseUrl?: string;
+}
+
+/** Seeds the demo organization into the run's database and starts the four services as processes. */
+export async function startE2E(opts: E2EOptions = {}): Promise<E2E> {
+  const keyHashSecret = randomBytes(16).toString("hex");
+  const pool = testPool();
+  const demo = await seedDemo(pool, { keyHashSecret });
+  // The demo organization may have been seeded by an earlier suite of this run with another secret.
+  const demoKey = demo.secret ? { secret: demo.secret } : await issueKeyInto(pool, keyHashSecret, demo.organizationId);
+  const ports = await Promise.all(Array.from({ length: 8 }, freePort));
+  const stack = await startStack({
+    databaseUrl: opts.databaseUrl ?? testDatabaseUrl(),
+    redisUrl: process.env.REDIS_URL || undefined,
+    keyHashSecret,
+    cursorKeys: `7:${randomBytes(24).toString("base64")}`,
+    ports: {
+      gateway: ports[0],
+      catalog: ports[1],
+      export: ports[2],
+      schema: ports[3],
+      metrics: { gateway: ports[4], catalog: ports[5], export: ports[6], schema: ports[7] },
+    },
+    env: { RATE_LIMIT_PER_WINDOW: "100000", ...(opts.env ?? {}) },
+    serviceEnv: opts.serviceEnv,
+  });
+  const apiKey = demoKey.secret;
+  return {
+    pool,
+    stack,
+    baseUrl: stack.baseUrl,
+    apiKey,
+    organizationId: demo.organizationId,
+    keyHashSecret,
+    get: (path, headers = {}) => fetch(`${stack.baseUrl}${path}`, { headers: { Authorization: `Bearer ${apiKey}`, ...headers } }),
+    issueKey: (organizationId, o) => issueKeyInto(pool, keyHashSecret, organizationId, o),
+    newOrganization: async (o = {}) => {
+      const organizationId = randomUUID();
+      await pool.query("INSERT INTO organizations (id, name) VALUES ($1, $2)", [organizationId, `Org ${organizationId.slice(0, 8)}`]);
+      await pool.query("INSERT INTO export_organizations (organization_id, export_enabled) VALUES ($1, $2)", [organizationId, o.enabled ?? true]);
+      const { secret } = await issueKeyInto(pool, keyHashSecret, organizationId);
+      return { organizationId, secret };
+    },
+    stop: async () => {
+      await stack.stop();
+      await pool.end();
+    },
+  };
+}
+
+async function issueKeyInto(pool: Pool, keyHashSecret: string, organizationId: string, o: { expiresAt?: Date; revoked?: boolean } = {}) {
+  const key = generateApiKey();
+  await pool.query(
+    "INSERT INTO api_keys (id, organization_id, secret_hash, description, expires_at, revoked_at) VALUES ($1, $2, $3, 'test', $4, $5)",
+    [key.id, organizationId, hashApiKeySecret(key.secret, keyHashSecret), o.expiresAt ?? null, o.revoked ? new Date() : null],
+  );
+  return key;
+}
