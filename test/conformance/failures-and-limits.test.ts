@@ -119,6 +119,14 @@ describe("conformance: rate limits", () => {
     const b = await e2e.newOrganization();
     expect((await fetch(`${e2e.baseUrl}/v1/datasets`, { headers: { Authorization: `Bearer ${b.secret}` } })).status).toBe(200);
   });
+});
+
+describe("conformance: concurrency limit", () => {
+  let e2e: E2E;
+  beforeAll(async () => {
+    e2e = await startE2E({ env: { RATE_LIMIT_CONCURRENCY: "5" } });
+  }, 120_000);
+  afterAll(() => e2e?.stop());
 
   it("more than 5 requests in flight: 429 with RateLimit-Limit 5; a slot frees when a stream ends", async () => {
     const { organizationId, secret } = await e2e.newOrganization();
