@@ -1,0 +1,57 @@
+import Koa from "koa";
+import type { Logger } from "@exportsvc/common";
+import type { Authenticator, RateLimiter } from "./contracts";
+import { problemMiddleware } from "./http/problem";
+import { requestContextMiddleware } from "./http/request-context";
+import { routeFallbackMiddleware } from "./http/route-fallback";
+import { authenticateMiddleware, rateLimitMiddleware } from "./http/access-control";
+import { openRoutes, type BuildInfo, type DatabaseProbe } from "./routes/open";
+import { dataRoutes, type CatalogPort, type ExportPort } from "./routes/datasets";
+import { buildOpenApiDocument } from "./openapi/document";
+
+export const DEFAULT_CSV_HEAD_BYTES = 64 * 1024;
+
+/** Everything the HTTP layer talks to, injected so tests can pass fakes. */
+export interface AppDependencies {
+  authenticator: Authenticator;
+  rateLimiter: RateLimiter;
+  catalog: CatalogPort;
+  exporter: ExportPort;
+  probeDatabase: DatabaseProbe;
+  build: BuildInfo;
+  logger: Logger;
+  /** zlib level for gzip responses (1 = fastest). */
+  gzipLevel?: number;
+  /** Bytes of CSV held back before the 200 is committed (the contract says 64 KiB). */
+  csvHeadBytes?: number;
+  problemTypeBaseUrl?: string;
+}
+
+export function createApp(deps: AppDependencies): Koa {
+  const app = new Koa();
+  // Errors are answered by problemMiddleware and logged there; koa's default handler would print stacks to stderr.
+  app.silent = true;
+
+  const guard = [authenticateMiddleware(deps.authenticator), rateLimitMiddleware(deps.rateLimiter)];
+  const routers = [
+    openRoutes({ build: deps.build, probeDatabase: deps.probeDatabase, openApi: buildOpenApiDocument(deps.build.version) }),
+    dataRoutes({
+      catalog: deps.catalog,
+      exporter: deps.exporter,
+      guard,
+      gzipLevel: deps.gzipLevel ?? 1,
+      csvHeadBytes: deps.csvHeadBytes ?? DEFAULT_CSV_HEAD_BYTES,
+      logger: deps.logger,
+    }),
+  ];
+
+  app.use(requestContextMiddleware(deps.logger));
+  app.use(problemMiddleware({ logger: deps.logger, typeBaseUrl: deps.problemTypeBaseUrl }));
+  app.use(async (ctx, next) => {
+    ctx.set("X-Content-Type-Options", "nosniff");
+    await next();
+  });
+  app.use(routeFallbackMiddleware(routers));
+  for (const router of routers) app.use(router.routes());
+  return app;
+}

@@ -1,0 +1,98 @@
+import { Readable, pipeline } from "node:stream";
+import { createGzip } from "node:zlib";
+import type { Context } from "koa";
+import type { Logger } from "@exportsvc/common";
+import { fromServiceError } from "@exportsvc/rpc";
+
+export const UTF8_BOM = Buffer.from([0xef, 0xbb, 0xbf]);
+export const CSV_CONTENT_TYPE = "text/csv; charset=utf-8";
+
+/** One page of CSV as the export service streams it: byte chunks, cancellable. */
+export interface CsvChunkStream extends AsyncIterable<{ data: Uint8Array }> {
+  cancel(): void;
+}
+
+export interface CsvStreamOptions {
+  /** Bytes held back before the 200 is committed; a failure inside them is still a problem response. */
+  headBytes: number;
+  /** zlib level when the client accepts gzip. */
+  gzipLevel: number;
+  logger: Logger;
+}
+
+const asBuffer = (data: Uint8Array) => Buffer.from(data.buffer, data.byteOffset, data.byteLength);
+
+/**
+ * Sends one CSV page: holds back the first `headBytes` (so an early failure is an ordinary problem
+ * response, thrown as the service's AppError), then commits the 200 and pipes the rest with
+ * backpressure from the socket to the gRPC flow control. A failure after the commit aborts the
+ * connection (no marker inside the CSV); a client that goes away cancels the gRPC call.
+ */
+export async function sendCsvStream(ctx: Context, call: CsvChunkStream, options: CsvStreamOptions): Promise<void> {
+  const res = ctx.res;
+  let finished = false;
+  const cancelUnlessFinished = () => {
+    if (!finished) call.cancel();
+  };
+  res.once("close", cancelUnlessFinished);
+
+  const chunks = call[Symbol.asyncIterator]();
+  const head: Buffer[] = [UTF8_BOM];
+  let headSize = 0;
+  try {
+    while (headSize < options.headBytes) {
+      const next = await chunks.next();
+      if (next.done) {
+        finished = true;
+        break;
+      }
+      const chunk = asBuffer(next.value.data);
+      head.push(chunk);
+      headSize += chunk.length;
+    }
+  } catch (err) {
+    finished = true;
+    if (res.closed) {
+      ctx.respond = false;
+      return;
+    }
+    throw fromServiceError(err);
+  }
+
+  async function* body(): AsyncGenerator<Buffer> {
+    yield Buffer.concat(head);
+    if (finished) return;
+    for (;;) {
+      const next = await chunks.next();
+      if (next.done) {
+        finished = true;
+        return;
+      }
+      yield asBuffer(next.value.data);
+    }
+  }
+
+  const gzip = ctx.acceptsEncodings("gzip", "identity") === "gzip";
+  ctx.respond = false;
+  res.statusCode = 200;
+  res.setHeader("Content-Type", CSV_CONTENT_TYPE);
+  res.setHeader("Cache-Control", "private, no-store");
+  res.setHeader("Vary", "Accept-Encoding");
+  if (gzip) res.setHeader("Content-Encoding", "gzip");
+
+  const source = Readable.from(body(), { objectMode: false });
+  await new Promise<void>((resolve) => {
+    const done = (err?: NodeJS.ErrnoException | null) => {
+      if (err && !res.closed) res.destroy();
+      if (err && err.code !== "ERR_STREAM_PREMATURE_CLOSE") {
+        options.logger.warn(
+          { traceId: ctx.state.traceId, path: ctx.path, err: fromServiceError(err).toFields() },
+          "CSV stream failed after the 200 was sent; connection aborted",
+        );
+      }
+      resolve();
+    };
+    if (gzip) pipeline(source, createGzip({ level: options.gzipLevel }), res, done);
+    else pipeline(source, res, done);
+  });
+}

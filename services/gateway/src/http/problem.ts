@@ -1,0 +1,65 @@
+import type { Context, Middleware } from "koa";
+import { Errors, isAppError, type AppError, type Logger } from "@exportsvc/common";
+
+export const PROBLEM_CONTENT_TYPE = "application/problem+json";
+
+export interface ProblemOptions {
+  /** When set, `type` is `<base>#<ERROR_CODE>` (the anchors of docs/errors.md); otherwise `about:blank`. */
+  typeBaseUrl?: string;
+  logger: Logger;
+}
+
+/** The body of an application/problem+json response (RFC 9457 plus errorCode, traceId, errors). */
+export function problemBody(error: AppError, instance: string, traceId: string, typeBaseUrl?: string): Record<string, unknown> {
+  const body: Record<string, unknown> = {
+    type: typeBaseUrl ? `${typeBaseUrl}#${error.errorCode}` : "about:blank",
+    title: error.title,
+    status: error.status,
+  };
+  // The contract: a 401 never explains itself.
+  if (error.detail !== undefined && error.status !== 401) body.detail = error.detail;
+  body.instance = instance;
+  body.errorCode = error.errorCode;
+  if (!error.omitTraceId) body.traceId = traceId;
+  if (error.errors) body.errors = error.errors;
+  for (const [name, value] of Object.entries(error.extensions ?? {})) {
+    if (!(name in body)) body[name] = value;
+  }
+  return body;
+}
+
+/** Writes an AppError as the response (status, headers, problem body). */
+export function sendProblem(ctx: Context, error: AppError, typeBaseUrl?: string): void {
+  ctx.status = error.status;
+  for (const [name, value] of Object.entries(error.headers ?? {})) ctx.set(name, value);
+  if (error.retryAfter !== undefined) ctx.set("Retry-After", String(Math.max(0, Math.ceil(error.retryAfter))));
+  ctx.type = PROBLEM_CONTENT_TYPE;
+  ctx.body = JSON.stringify(problemBody(error, ctx.path, ctx.state.traceId as string, typeBaseUrl));
+}
+
+/**
+ * The one place where failures become responses: an AppError keeps its status and fields; anything
+ * else is logged and answered with a 500 INTERNAL_ERROR that reveals nothing of it.
+ */
+export function problemMiddleware(options: ProblemOptions): Middleware {
+  return async (ctx, next) => {
+    try {
+      await next();
+    } catch (err) {
+      const error = isAppError(err) ? err : Errors.internal();
+      if (!isAppError(err)) {
+        options.logger.error({ err, traceId: ctx.state.traceId, path: ctx.path }, "unhandled error");
+      }
+      if (ctx.headerSent || !ctx.writable) {
+        // Too late for a problem body: the status line has gone out. Abort so the client cannot mistake a cut body for a whole one.
+        ctx.req.socket.destroy();
+        return;
+      }
+      // Headers set by the failed handler (ETag, Cache-Control, ...) do not describe a problem.
+      for (const name of Object.keys(ctx.response.headers)) {
+        if (name !== "vary" && name !== "x-content-type-options") ctx.remove(name);
+      }
+      sendProblem(ctx, error, options.typeBaseUrl);
+    }
+  };
+}

@@ -1,0 +1,32 @@
+import type { Middleware } from "koa";
+import type { Logger } from "@exportsvc/common";
+import { requestTraceId } from "./trace";
+
+/**
+ * Gives every request its trace id and one access-log line when the response is done (or the
+ * client went away), including streamed exports that finish long after the handler returned.
+ */
+export function requestContextMiddleware(logger: Logger): Middleware {
+  return async (ctx, next) => {
+    const startedAt = process.hrtime.bigint();
+    ctx.state.traceId = requestTraceId(ctx.get("traceparent") || undefined);
+    ctx.res.once("close", () => {
+      const durationMs = Number(process.hrtime.bigint() - startedAt) / 1e6;
+      const principal = ctx.state.principal as { organizationId?: string; keyId?: string } | undefined;
+      logger.info(
+        {
+          traceId: ctx.state.traceId,
+          method: ctx.method,
+          path: ctx.path,
+          status: ctx.res.statusCode,
+          completed: ctx.res.writableFinished,
+          durationMs: Math.round(durationMs * 10) / 10,
+          organizationId: principal?.organizationId,
+          keyId: principal?.keyId,
+        },
+        "request",
+      );
+    });
+    await next();
+  };
+}
