@@ -34,3 +34,24 @@ export interface SharedStoreStatus {
   /** False while Redis is configured but unreachable (limits fall back to per-replica). */
   healthy: boolean;
 }
+
+/** Published when limits switch between shared (Redis) and per-replica state, and back. */
+export interface FallbackEvent {
+  /** True while limits and caches are per-replica because the shared store is unavailable. */
+  active: boolean;
+  reason?: string;
+}
+
+export interface RateLimiterStatus {
+  /** shared: counted across replicas; local: this replica alone (no REDIS_URL, or Redis down). */
+  mode: "shared" | "local";
+  store: SharedStoreStatus;
+}
+
+/** The rate limiter as the gateway's main.ts and metrics see it. */
+export interface ManagedRateLimiter extends RateLimiter {
+  status(): RateLimiterStatus;
+  /** Metric hook: called on every switch to and from per-replica limits. Returns the unsubscribe. */
+  onFallback(listener: (event: FallbackEvent) => void): () => void;
+  close(): Promise<void>;
+}
