@@ -1,2 +1,5 @@
 export * from "./types";
 export * from "./definitions";
+export * from "./registry";
+export * from "./cursor";
+export * from "./sql";

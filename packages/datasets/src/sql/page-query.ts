@@ -1,0 +1,144 @@
+import type { CursorBinding, CursorCodec, CursorPosition } from "../cursor";
+import type { ColumnSpec, ResourceKind } from "../types";
+import { attributeExpression } from "./attributes";
+import { DEVIATION_EXPRESSIONS, DEVIATION_JOINS } from "./deviations";
+import { identifier, integerLiteral, tableIdentifier, timestamptzLiteral, uuidLiteral } from "./literals";
+import { RESOURCE_CORE_EXPRESSIONS, RESOURCE_TABLES, ROW } from "./resources";
+import { typedColumnText } from "./values";
+
+/** What the page query needs to know about a dataset (a subset of the registry entry). */
+export interface PageDataset {
+  key: string;
+  kind: "resource" | "deviations" | "submission" | "grid";
+  /** Resource kind for resource datasets. */
+  sourceRef: string;
+  columns: ReadonlyArray<ColumnSpec>;
+  shapeFingerprint: string;
+  /** Materialized table of a form dataset. */
+  tableName?: string;
+}
+
+export interface PageRequest {
+  organizationId: string;
+  /** Rows per page before the rest of the last position group; 1..5000, validated by the caller. */
+  limit: number;
+  /** Strictly after this position (cursor or modifiedSince/after/afterRowIndex). */
+  after?: CursorPosition;
+  /** submission completed_at >= from (µs since the Unix epoch). */
+  completedFromMicros?: bigint;
+  /** submission completed_at < to (µs since the Unix epoch). */
+  completedToMicros?: bigint;
+}
+
+export class UnsupportedDatasetError extends Error {
+  constructor(message: string) {
+    super(message);
+    this.name = "UnsupportedDatasetError";
+  }
+}
+
+export const hasRowIndex = (dataset: Pick<PageDataset, "kind" | "columns">): boolean =>
+  dataset.kind === "grid" || dataset.columns.some((c) => c.key === "row_index");
+
+export const hasCompletedAt = (dataset: Pick<PageDataset, "kind" | "columns">): boolean =>
+  dataset.kind === "submission" || dataset.kind === "grid" || dataset.columns.some((c) => c.key === "completed_at");
+
+/** The header row fields: the dataset's column keys, then `_cursor`. */
+export const headerFields = (dataset: Pick<PageDataset, "columns">): string[] => [...dataset.columns.map((c) => c.key), "_cursor"];
+
+interface Source {
+  table: string;
+  /** Extra joins of the outer query (deviations). */
+  joins: string;
+  expression(column: ColumnSpec): string;
+}
+
+function sourceOf(dataset: PageDataset): Source {
+  if (dataset.kind === "resource") {
+    const kind = dataset.sourceRef as ResourceKind;
+    const core = RESOURCE_CORE_EXPRESSIONS[kind];
+    if (!core) throw new UnsupportedDatasetError(`unknown resource kind '${dataset.sourceRef}'`);
+    return {
+      table: RESOURCE_TABLES[kind],
+      joins: "",
+      expression: (column) => {
+        const source = column.source;
+        if (source.kind === "attribute") return attributeExpression(source.attributeId, source.attributeType);
+        if (source.kind === "core" && core[source.name]) return core[source.name];
+        throw new UnsupportedDatasetError(`column '${column.key}' has no source on ${dataset.key}`);
+      },
+    };
+  }
+  if (dataset.kind === "deviations") {
+    return {
+      table: "deviations",
+      joins: DEVIATION_JOINS,
+      expression: (column) => {
+        const source = column.source;
+        if (source.kind === "core" && DEVIATION_EXPRESSIONS[source.name]) return DEVIATION_EXPRESSIONS[source.name];
+        throw new UnsupportedDatasetError(`column '${column.key}' has no source on ${dataset.key}`);
+      },
+    };
+  }
+  if (!dataset.tableName) throw new UnsupportedDatasetError(`form dataset ${dataset.key} has no materialized table`);
+  return {
+    table: tableIdentifier(dataset.tableName),
+    joins: "",
+    expression: (column) => {
+      if (column.source.kind !== "table") throw new UnsupportedDatasetError(`column '${column.key}' has no table column`);
+      return typedColumnText(`${ROW}.${identifier(column.source.column)}`, column.dataType);
+    },
+  };
+}
+
+/**
+ * The page as one SELECT whose every column is already its final CSV text, ending with the signed
+ * `_cursor`, for `COPY (...) TO STDOUT (FORMAT csv)`.
+ *
+ * The inner query walks the (organization_id, last_modified, id[, row_index]) index strictly after
+ * the position and keeps the first `limit` rows plus the rest of the last (last_modified, id) group
+ * (`FETCH FIRST n ROWS WITH TIES`); it computes nothing. The outer query renders the expensive
+ * columns (related names, lists, attributes, the MAC) for those rows only.
+ */
+export function buildPageQuery(dataset: PageDataset, request: PageRequest, codec: CursorCodec): string {
+  const source = sourceOf(dataset);
+  const grid = hasRowIndex(dataset);
+  const org = uuidLiteral(request.organizationId);
+  if (!Number.isInteger(request.limit) || request.limit < 1) throw new RangeError("limit must be a positive integer");
+
+  const where = [`t.organization_id = ${org}`];
+  if (request.after) {
+    const { lastModifiedMicros, id, rowIndex } = request.after;
+    where.push(
+      grid
+        ? `(t.last_modified, t.id, t.row_index) > (${timestamptzLiteral(lastModifiedMicros)}, ${uuidLiteral(id)}, ${integerLiteral(rowIndex)})`
+        : `(t.last_modified, t.id) > (${timestamptzLiteral(lastModifiedMicros)}, ${uuidLiteral(id)})`,
+    );
+  }
+  if (request.completedFromMicros !== undefined || request.completedToMicros !== undefined) {
+    // Form datasets share the submission's id; its completed_at decides (also for grids).
+    const bounds = ["s.organization_id = t.organization_id", "s.id = t.id"];
+    if (request.completedFromMicros !== undefined) bounds.push(`s.completed_at >= ${timestamptzLiteral(request.completedFromMicros)}`);
+    if (request.completedToMicros !== undefined) bounds.push(`s.completed_at < ${timestamptzLiteral(request.completedToMicros)}`);
+    where.push(`EXISTS (SELECT 1 FROM submissions s WHERE ${bounds.join(" AND ")})`);
+  }
+
+  const binding: CursorBinding = { datasetKey: dataset.key, shapeFingerprint: dataset.shapeFingerprint };
+  const cursor = codec.sqlExpression(binding, {
+    lastModified: `${ROW}.last_modified`,
+    id: `${ROW}.id`,
+    ...(grid ? { rowIndex: `${ROW}.row_index` } : {}),
+  });
+  const columns = dataset.columns.map((c) => `${source.expression(c)} AS ${identifier(c.key)}`);
+  const order = grid ? `${ROW}.last_modified, ${ROW}.id, ${ROW}.row_index` : `${ROW}.last_modified, ${ROW}.id`;
+
+  return `SELECT ${[...columns, `${cursor} AS "_cursor"`].join(",\n  ")}
+FROM (
+  SELECT t.* FROM ${source.table} t
+  WHERE ${where.join("\n    AND ")}
+  ORDER BY t.last_modified, t.id
+  FETCH FIRST ${integerLiteral(request.limit)} ROWS WITH TIES
+) ${ROW}
+${source.joins}
+ORDER BY ${order}`;
+}
