@@ -2,3 +2,6 @@ export * from "./errors";
 export * from "./config";
 export * from "./logger";
 export * from "./apikeys";
+export * from "./metrics";
+export * from "./telemetry";
+export * from "./health";

@@ -1,0 +1,368 @@
+import { createServer, type Server } from "node:http";
+import type { AddressInfo } from "node:net";
+import { collectDefaultMetrics, Counter, Gauge, Histogram, Registry } from "prom-client";
+import { AppError } from "./errors";
+
+/**
+ * The Prometheus metric set of the whole system. Every service builds the same registry (so
+ * dashboards and alerts can rely on one catalogue, docs/observability.md) and records only what it
+ * does. Label values come from closed sets or from code (route patterns, RPC names): never an
+ * organization id, a dataset key, a raw path or a message, so cardinality stays bounded.
+ *
+ * The emitting service is told apart by the scrape target labels (`job`, `component`), not by a
+ * label set here: a `service` label would collide with the one the ServiceMonitor attaches.
+ */
+
+/** Dataset families, for the export counters. */
+export const EXPORT_FAMILIES = ["resource", "deviations", "submission", "grid"] as const;
+export type ExportFamily = (typeof EXPORT_FAMILIES)[number];
+
+/** Why a CSV stream ended before its last byte. */
+export const STREAM_ABORT_REASONS = ["client_disconnect", "upstream_error", "render_error", "timeout", "shutdown", "other"] as const;
+export type StreamAbortReason = (typeof STREAM_ABORT_REASONS)[number];
+
+export type RateLimitKind = "concurrency" | "window";
+export type AuthCacheResult = "hit" | "miss" | "negative_hit";
+export const REBUILD_OUTCOMES = ["success", "failure", "superseded"] as const;
+export type RebuildOutcome = (typeof REBUILD_OUTCOMES)[number];
+
+const HTTP_METHODS = new Set(["GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"]);
+const ERROR_CODE_PATTERN = /^[A-Z][A-Z0-9_]{0,47}$/;
+
+/** Request latency buckets: from a cached listing (ms) to a 5000-row page of wide rows (minutes). */
+const LATENCY_BUCKETS = [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300];
+/** Form dataset rebuilds: small forms in well under a second, the largest in tens of minutes. */
+const REBUILD_BUCKETS = [0.1, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600, 1800, 3600];
+
+/** The parts of a pg Pool the collector reads (structural, so common does not depend on pg). */
+export interface PoolLike {
+  totalCount: number;
+  idleCount: number;
+  waitingCount: number;
+}
+
+export interface BuildInfo {
+  imageTag?: string;
+  commit?: string;
+  version?: string;
+}
+
+export interface MetricsOptions {
+  /** Default process/Node.js metrics (CPU, memory, event loop lag, GC). Default true. */
+  defaultMetrics?: boolean;
+  /** Exposed as build_info{image_tag,commit,version} 1. */
+  build?: BuildInfo;
+}
+
+export interface HttpObservation {
+  /** The matched route pattern (e.g. `/v1/datasets/:key/csv`), or "unmatched"; never the raw path. */
+  route: string;
+  method: string;
+  status: number;
+  durationSeconds: number;
+}
+
+export interface GrpcObservation {
+  /** Fully-qualified service name, e.g. `exportsvc.v1.ExportService`. */
+  service: string;
+  method: string;
+  /** gRPC status code name, e.g. "OK", "UNAVAILABLE". */
+  code: string;
+  durationSeconds: number;
+}
+
+export class ServiceMetrics {
+  readonly registry: Registry;
+  readonly httpRequests: Counter<"route" | "method" | "status">;
+  readonly httpDuration: Histogram<"route" | "method" | "status">;
+  readonly grpcHandled: Counter<"grpc_service" | "grpc_method" | "grpc_code">;
+  readonly grpcHandling: Histogram<"grpc_service" | "grpc_method">;
+  readonly exportRows: Counter<"family">;
+  readonly exportBytes: Counter<"family">;
+  readonly exportStreamAborts: Counter<"reason">;
+  readonly rateLimitRejections: Counter<"limit">;
+  readonly authCacheLookups: Counter<"result">;
+  readonly problemResponses: Counter<"status" | "error_code">;
+  readonly rebuildDuration: Histogram<"outcome">;
+  readonly rebuilds: Counter<"outcome">;
+  readonly maintenanceLag: Gauge;
+  readonly dbPoolConnections: Gauge<"pool" | "state">;
+  readonly sharedStoreFallback: Gauge;
+  readonly buildInfo: Gauge<"image_tag" | "commit" | "version">;
+  private readonly pools = new Map<string, PoolLike>();
+
+  constructor(options: MetricsOptions = {}) {
+    const registers = [(this.registry = new Registry())];
+    if (options.defaultMetrics !== false) collectDefaultMetrics({ register: this.registry });
+
+    this.httpRequests = new Counter({
+      name: "http_requests_total",
+      help: "HTTP requests answered, by matched route pattern, method and status code.",
+      labelNames: ["route", "method", "status"],
+      registers,
+    });
+    this.httpDuration = new Histogram({
+      name: "http_request_duration_seconds",
+      help: "Time from request to the last byte of the response (a CSV page: the whole stream).",
+      labelNames: ["route", "method", "status"],
+      buckets: LATENCY_BUCKETS,
+      registers,
+    });
+    this.grpcHandled = new Counter({
+      name: "grpc_server_handled_total",
+      help: "gRPC calls completed by the server, by service, method and status code name.",
+      labelNames: ["grpc_service", "grpc_method", "grpc_code"],
+      registers,
+    });
+    this.grpcHandling = new Histogram({
+      name: "grpc_server_handling_seconds",
+      help: "Time the server spent on a gRPC call until its status was sent (a stream: until its end).",
+      labelNames: ["grpc_service", "grpc_method"],
+      buckets: LATENCY_BUCKETS,
+      registers,
+    });
+    this.exportRows = new Counter({
+      name: "export_rows_total",
+      help: "CSV data rows streamed to clients, by dataset family.",
+      labelNames: ["family"],
+      registers,
+    });
+    this.exportBytes = new Counter({
+      name: "export_bytes_total",
+      help: "CSV bytes streamed to clients (before compression), by dataset family.",
+      labelNames: ["family"],
+      registers,
+    });
+    this.exportStreamAborts = new Counter({
+      name: "export_stream_aborts_total",
+      help: "CSV streams aborted after the 200 was sent, by reason.",
+      labelNames: ["reason"],
+      registers,
+    });
+    this.rateLimitRejections = new Counter({
+      name: "ratelimit_rejections_total",
+      help: "Requests rejected with 429, by the per-organization limit that was reached.",
+      labelNames: ["limit"],
+      registers,
+    });
+    this.authCacheLookups = new Counter({
+      name: "auth_cache_lookups_total",
+      help: "API key checks answered by the cache (hit, negative_hit) or the key store (miss).",
+      labelNames: ["result"],
+      registers,
+    });
+    this.problemResponses = new Counter({
+      name: "http_problem_responses_total",
+      help: "problem+json error responses, by status and errorCode.",
+      labelNames: ["status", "error_code"],
+      registers,
+    });
+    this.rebuildDuration = new Histogram({
+      name: "dataset_rebuild_duration_seconds",
+      help: "Duration of form dataset rebuilds (new table written and swapped in), by outcome.",
+      labelNames: ["outcome"],
+      buckets: REBUILD_BUCKETS,
+      registers,
+    });
+    this.rebuilds = new Counter({
+      name: "dataset_rebuilds_total",
+      help: "Form dataset rebuilds finished, by outcome.",
+      labelNames: ["outcome"],
+      registers,
+    });
+    this.maintenanceLag = new Gauge({
+      name: "dataset_maintenance_lag_seconds",
+      help: "Age of the oldest source change not yet applied to the materialized form datasets (0 when caught up).",
+      registers,
+    });
+    const pools = this.pools;
+    this.dbPoolConnections = new Gauge({
+      name: "db_pool_connections",
+      help: "PostgreSQL client pool connections, by pool and state (total, idle, waiting clients).",
+      labelNames: ["pool", "state"],
+      registers,
+      collect() {
+        for (const [name, pool] of pools) {
+          this.set({ pool: name, state: "total" }, pool.totalCount);
+          this.set({ pool: name, state: "idle" }, pool.idleCount);
+          this.set({ pool: name, state: "waiting" }, pool.waitingCount);
+        }
+      },
+    });
+    this.sharedStoreFallback = new Gauge({
+      name: "shared_store_fallback",
+      help: "1 while Redis is configured but unreachable and limits/caches fall back to this replica's memory.",
+      registers,
+    });
+    this.buildInfo = new Gauge({
+      name: "build_info",
+      help: "The deployed build; always 1.",
+      labelNames: ["image_tag", "commit", "version"],
+      registers,
+    });
+    this.buildInfo.set(
+      {
+        image_tag: options.build?.imageTag ?? "unknown",
+        commit: options.build?.commit ?? "unknown",
+        version: options.build?.version ?? "unknown",
+      },
+      1,
+    );
+    this.sharedStoreFallback.set(0);
+    this.maintenanceLag.set(0);
+  }
+
+  observeHttpRequest(o: HttpObservation): void {
+    const labels = { route: o.route || "unmatched", method: normalizeMethod(o.method), status: String(o.status) };
+    this.httpRequests.inc(labels);
+    this.httpDuration.observe(labels, o.durationSeconds);
+  }
+
+  /** Counts a problem+json response; codes outside the catalogue's shape collapse into OTHER. */
+  recordProblem(status: number, errorCode: string): void {
+    this.problemResponses.inc({ status: String(status), error_code: ERROR_CODE_PATTERN.test(errorCode) ? errorCode : "OTHER" });
+  }
+
+  observeGrpcCall(o: GrpcObservation): void {
+    this.grpcHandled.inc({ grpc_service: o.service, grpc_method: o.method, grpc_code: o.code });
+    this.grpcHandling.observe({ grpc_service: o.service, grpc_method: o.method }, o.durationSeconds);
+  }
+
+  /** Adds rows and bytes of a streamed page (call per chunk or once per page). */
+  recordExport(family: ExportFamily, rows: number, bytes: number): void {
+    if (rows > 0) this.exportRows.inc({ family }, rows);
+    if (bytes > 0) this.exportBytes.inc({ family }, bytes);
+  }
+
+  recordStreamAbort(reason: StreamAbortReason): void {
+    this.exportStreamAborts.inc({ reason: STREAM_ABORT_REASONS.includes(reason) ? reason : "other" });
+  }
+
+  recordRateLimitRejection(limit: RateLimitKind): void {
+    this.rateLimitRejections.inc({ limit });
+  }
+
+  recordAuthCacheLookup(result: AuthCacheResult): void {
+    this.authCacheLookups.inc({ result });
+  }
+
+  observeRebuild(outcome: RebuildOutcome, durationSeconds: number): void {
+    this.rebuilds.inc({ outcome });
+    this.rebuildDuration.observe({ outcome }, durationSeconds);
+  }
+
+  setMaintenanceLag(seconds: number): void {
+    this.maintenanceLag.set(Math.max(0, seconds));
+  }
+
+  setSharedStoreFallback(active: boolean): void {
+    this.sharedStoreFallback.set(active ? 1 : 0);
+  }
+
+  /** Reports the pool's connection counts at every scrape. */
+  observePool(pool: PoolLike, name = "main"): void {
+    this.pools.set(name, pool);
+  }
+
+  /** Names of every metric family in the registry (the catalogue dashboards and alerts may use). */
+  metricNames(): string[] {
+    return this.registry.getMetricsAsArray().map((m) => m.name);
+  }
+}
+
+export function createMetrics(options: MetricsOptions = {}): ServiceMetrics {
+  return new ServiceMetrics(options);
+}
+
+/** Build identity from the variables the Dockerfile bakes in (IMAGE_TAG, GIT_COMMIT). */
+export function buildInfoFromEnv(env: Record<string, string | undefined> = process.env): BuildInfo {
+  return { imageTag: env.IMAGE_TAG, commit: env.GIT_COMMIT, version: env.npm_package_version ?? env.APP_VERSION };
+}
+
+function normalizeMethod(method: string): string {
+  const upper = method.toUpperCase();
+  return HTTP_METHODS.has(upper) ? upper : "OTHER";
+}
+
+/** gRPC status code names, by the HTTP status of the AppError a handler threw (mirrors @exportsvc/rpc). */
+export function grpcCodeNameForError(err: unknown): string {
+  if (!(err instanceof AppError)) return "INTERNAL";
+  switch (err.status) {
+    case 400:
+      return "INVALID_ARGUMENT";
+    case 401:
+      return "UNAUTHENTICATED";
+    case 404:
+      return "NOT_FOUND";
+    case 429:
+      return "RESOURCE_EXHAUSTED";
+    case 503:
+      return "UNAVAILABLE";
+    default:
+      return "INTERNAL";
+  }
+}
+
+type AsyncMethod = (...args: any[]) => Promise<unknown>;
+
+/**
+ * Wraps the async methods of a gRPC service implementation (the shape @exportsvc/rpc's addService
+ * takes) so every call is counted and timed. Method names are the proto method names' local form.
+ */
+export function instrumentServiceImpl<T extends Record<string, AsyncMethod>>(metrics: ServiceMetrics, service: string, impl: T): T {
+  const wrapped: Record<string, AsyncMethod> = {};
+  for (const [method, fn] of Object.entries(impl)) {
+    wrapped[method] = async (...args: unknown[]) => {
+      const started = process.hrtime.bigint();
+      const observe = (code: string) =>
+        metrics.observeGrpcCall({ service, method, code, durationSeconds: Number(process.hrtime.bigint() - started) / 1e9 });
+      try {
+        const result = await fn.apply(impl, args);
+        observe("OK");
+        return result;
+      } catch (err) {
+        observe(grpcCodeNameForError(err));
+        throw err;
+      }
+    };
+  }
+  return wrapped as T;
+}
+
+export interface MetricsServer {
+  port: number;
+  close(): Promise<void>;
+}
+
+/**
+ * Serves the registry at GET /metrics on its own port, apart from the public API and gRPC ports,
+ * so metrics never travel through the ingress and scrapes never compete with API admission.
+ */
+export function startMetricsServer(port: number, registry: Registry, host = "0.0.0.0"): Promise<MetricsServer> {
+  const server: Server = createServer((req, res) => {
+    const path = (req.url ?? "/").split("?")[0];
+    if (path !== "/metrics" || (req.method !== "GET" && req.method !== "HEAD")) {
+      res.writeHead(path === "/metrics" ? 405 : 404, { "content-type": "text/plain; charset=utf-8" }).end("not found\n");
+      return;
+    }
+    registry.metrics().then(
+      (body) => {
+        res.writeHead(200, { "content-type": registry.contentType });
+        res.end(req.method === "HEAD" ? undefined : body);
+      },
+      (err: unknown) => {
+        res.writeHead(500, { "content-type": "text/plain; charset=utf-8" }).end(`metrics collection failed: ${String(err)}\n`);
+      },
+    );
+  });
+  return new Promise((resolve, reject) => {
+    server.once("error", reject);
+    server.listen(port, host, () => {
+      server.off("error", reject);
+      resolve({
+        port: (server.address() as AddressInfo).port,
+        close: () => new Promise<void>((done) => server.close(() => done())),
+      });
+    });
+  });
+}
