@@ -1,0 +1,19 @@
+import { z } from "zod";
+import { env, parseConfig } from "@exportsvc/common";
+
+export const schemaConfigSchema = z.object({
+  DATABASE_URL: env.url(),
+  GRPC_HOST: z.string().min(1).default("0.0.0.0"),
+  GRPC_PORT: env.port(50054),
+  LOG_LEVEL: env.logLevel(),
+  /** Fallback polling of registry_sync_queue when a NOTIFY is missed (listener down, replica start). */
+  REGISTRY_POLL_MS: env.int(2000, 50),
+  SHUTDOWN_GRACE_MS: env.int(10_000, 0),
+  DATABASE_POOL_MAX: env.int(5, 1, 100),
+});
+
+export type SchemaConfig = z.infer<typeof schemaConfigSchema>;
+
+export function loadSchemaConfig(source: Record<string, string | undefined> = process.env): SchemaConfig {
+  return parseConfig(schemaConfigSchema, source);
+}

@@ -1,0 +1,57 @@
+import { createLogger, type Logger } from "@exportsvc/common";
+import { createPool } from "@exportsvc/db";
+import { SchemaService, type AssignNamesRequest, type SyncDatasetsRequest } from "@exportsvc/proto";
+import { addService, grpc, listen, shutdown } from "@exportsvc/rpc";
+import type { SchemaConfig } from "./config";
+import { withErrorMapping } from "./db-errors";
+import { assignNames } from "./handlers/assign-names";
+import { syncDatasets } from "./handlers/sync-datasets";
+import { RegistrySyncWorker } from "./queue/registry-sync-worker";
+import { fixedDatasetsSyncer } from "./sync/fixed-datasets";
+import type { DatasetSyncer } from "./sync/syncer";
+
+export interface RunningSchemaService {
+  port: number;
+  worker: RegistrySyncWorker;
+  stop(): Promise<void>;
+}
+
+export interface SchemaServiceOptions {
+  /** Registry concerns to keep current; fixed datasets by default (form datasets plug in here). */
+  syncers?: readonly DatasetSyncer[];
+  log?: Logger;
+}
+
+export const DEFAULT_SYNCERS: readonly DatasetSyncer[] = [fixedDatasetsSyncer];
+
+/** Starts the SchemaService gRPC server and the registry sync queue worker. */
+export async function start(config: SchemaConfig, options: SchemaServiceOptions = {}): Promise<RunningSchemaService> {
+  const log = options.log ?? createLogger("schema", config.LOG_LEVEL);
+  const syncers = options.syncers ?? DEFAULT_SYNCERS;
+  const pool = createPool({ connectionString: config.DATABASE_URL, max: config.DATABASE_POOL_MAX, applicationName: "schema" });
+  const server = new grpc.Server();
+  addService(server, SchemaService, {
+    assignNames: async (request: AssignNamesRequest) => assignNames(request),
+    syncDatasets: (request: SyncDatasetsRequest) => withErrorMapping(log, "SyncDatasets", () => syncDatasets(pool, syncers, request)),
+  });
+  let port: number;
+  try {
+    port = await listen(server, `${config.GRPC_HOST}:${config.GRPC_PORT}`);
+  } catch (err) {
+    await pool.end();
+    throw err;
+  }
+  const worker = new RegistrySyncWorker({ pool, databaseUrl: config.DATABASE_URL, syncers, pollMs: config.REGISTRY_POLL_MS, log });
+  worker.start();
+  log.info({ port }, "schema service listening");
+
+  let stopping: Promise<void> | undefined;
+  const stop = () =>
+    (stopping ??= (async () => {
+      await shutdown(server, config.SHUTDOWN_GRACE_MS);
+      await worker.stop();
+      await pool.end();
+      log.info("schema service stopped");
+    })());
+  return { port, worker, stop };
+}
