@@ -1,5 +1,5 @@
 import Koa from "koa";
-import type { Logger } from "@exportsvc/common";
+import type { Logger, ServiceMetrics } from "@exportsvc/common";
 import type { Authenticator, RateLimiter } from "./contracts";
 import { problemMiddleware } from "./http/problem";
 import { requestContextMiddleware } from "./http/request-context";
@@ -20,6 +20,8 @@ export interface AppDependencies {
   probeDatabase: DatabaseProbe;
   build: BuildInfo;
   logger: Logger;
+  /** Prometheus metrics; absent in tests that do not look at them. */
+  metrics?: ServiceMetrics;
   /** zlib level for gzip responses (1 = fastest). */
   gzipLevel?: number;
   /** Bytes of CSV held back before the 200 is committed (the contract says 64 KiB). */
@@ -42,11 +44,12 @@ export function createApp(deps: AppDependencies): Koa {
       gzipLevel: deps.gzipLevel ?? 1,
       csvHeadBytes: deps.csvHeadBytes ?? DEFAULT_CSV_HEAD_BYTES,
       logger: deps.logger,
+      metrics: deps.metrics,
     }),
   ];
 
-  app.use(requestContextMiddleware(deps.logger));
-  app.use(problemMiddleware({ logger: deps.logger, typeBaseUrl: deps.problemTypeBaseUrl }));
+  app.use(requestContextMiddleware(deps.logger, deps.metrics));
+  app.use(problemMiddleware({ logger: deps.logger, metrics: deps.metrics, typeBaseUrl: deps.problemTypeBaseUrl }));
   app.use(async (ctx, next) => {
     ctx.set("X-Content-Type-Options", "nosniff");
     await next();

@@ -1,7 +1,7 @@
 import { Readable, pipeline } from "node:stream";
 import { createGzip } from "node:zlib";
 import type { Context } from "koa";
-import type { Logger } from "@exportsvc/common";
+import type { Logger, ServiceMetrics } from "@exportsvc/common";
 import { fromServiceError } from "@exportsvc/rpc";
 
 export const UTF8_BOM = Buffer.from([0xef, 0xbb, 0xbf]);
@@ -18,6 +18,7 @@ export interface CsvStreamOptions {
   /** zlib level when the client accepts gzip. */
   gzipLevel: number;
   logger: Logger;
+  metrics?: ServiceMetrics;
 }
 
 const asBuffer = (data: Uint8Array) => Buffer.from(data.buffer, data.byteOffset, data.byteLength);
@@ -31,8 +32,11 @@ const asBuffer = (data: Uint8Array) => Buffer.from(data.buffer, data.byteOffset,
 export async function sendCsvStream(ctx: Context, call: CsvChunkStream, options: CsvStreamOptions): Promise<void> {
   const res = ctx.res;
   let finished = false;
+  let clientLeft = false;
   const cancelUnlessFinished = () => {
-    if (!finished) call.cancel();
+    if (finished) return;
+    clientLeft = true;
+    call.cancel();
   };
   res.once("close", cancelUnlessFinished);
 
@@ -63,7 +67,14 @@ export async function sendCsvStream(ctx: Context, call: CsvChunkStream, options:
     yield Buffer.concat(head);
     if (finished) return;
     for (;;) {
-      const next = await chunks.next();
+      let next: IteratorResult<{ data: Uint8Array }>;
+      try {
+        next = await chunks.next();
+      } catch (err) {
+        // The call is over (failed); closing the response must not count as the client leaving.
+        finished = true;
+        throw err;
+      }
       if (next.done) {
         finished = true;
         return;
@@ -83,8 +94,10 @@ export async function sendCsvStream(ctx: Context, call: CsvChunkStream, options:
   const source = Readable.from(body(), { objectMode: false });
   await new Promise<void>((resolve) => {
     const done = (err?: NodeJS.ErrnoException | null) => {
-      if (err && !res.closed) res.destroy();
-      if (err && err.code !== "ERR_STREAM_PREMATURE_CLOSE") {
+      if (!err) return resolve();
+      options.metrics?.recordStreamAbort(clientLeft ? "client_disconnect" : "upstream_error");
+      if (!res.closed) res.destroy();
+      if (!clientLeft) {
         options.logger.warn(
           { traceId: ctx.state.traceId, path: ctx.path, err: fromServiceError(err).toFields() },
           "CSV stream failed after the 200 was sent; connection aborted",

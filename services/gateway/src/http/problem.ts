@@ -1,5 +1,5 @@
 import type { Context, Middleware } from "koa";
-import { Errors, isAppError, type AppError, type Logger } from "@exportsvc/common";
+import { Errors, isAppError, type AppError, type Logger, type ServiceMetrics } from "@exportsvc/common";
 
 export const PROBLEM_CONTENT_TYPE = "application/problem+json";
 
@@ -7,6 +7,7 @@ export interface ProblemOptions {
   /** When set, `type` is `<base>#<ERROR_CODE>` (the anchors of docs/errors.md); otherwise `about:blank`. */
   typeBaseUrl?: string;
   logger: Logger;
+  metrics?: ServiceMetrics;
 }
 
 /** The body of an application/problem+json response (RFC 9457 plus errorCode, traceId, errors). */
@@ -59,6 +60,7 @@ export function problemMiddleware(options: ProblemOptions): Middleware {
       for (const name of Object.keys(ctx.response.headers)) {
         if (name !== "vary" && name !== "x-content-type-options") ctx.remove(name);
       }
+      options.metrics?.recordProblem(error.status, error.errorCode);
       sendProblem(ctx, error, options.typeBaseUrl);
     }
   };

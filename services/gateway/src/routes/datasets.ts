@@ -2,7 +2,7 @@ import Router from "@koa/router";
 import type { Middleware } from "koa";
 import type { MessageInitShape } from "@bufbuild/protobuf";
 import type { DatasetEntry, ExportCsvRequestSchema, ListDatasetsResponse } from "@exportsvc/proto";
-import type { Logger } from "@exportsvc/common";
+import type { Logger, ServiceMetrics } from "@exportsvc/common";
 import type { Principal } from "../contracts";
 import { sendJson } from "../http/json";
 import { parseCsvQuery } from "../csv/query";
@@ -26,6 +26,7 @@ export interface DataRouteDeps {
   gzipLevel: number;
   csvHeadBytes: number;
   logger: Logger;
+  metrics?: ServiceMetrics;
 }
 
 /** A listing entry as the API shows it: absent values omitted, never null. */
@@ -79,7 +80,12 @@ export function dataRoutes(deps: DataRouteDeps): Router {
       ...query,
     };
     const call = deps.exporter.exportCsv(request);
-    await sendCsvStream(ctx, call, { headBytes: deps.csvHeadBytes, gzipLevel: deps.gzipLevel, logger: deps.logger });
+    await sendCsvStream(ctx, call, {
+      headBytes: deps.csvHeadBytes,
+      gzipLevel: deps.gzipLevel,
+      logger: deps.logger,
+      metrics: deps.metrics,
+    });
   });
 
   return router;
