@@ -1,0 +1,260 @@
+import type { Pool, PoolClient } from "pg";
+import { FIXED_DATASETS } from "@exportsvc/datasets";
+import { deriveFormDatasets, fieldIdsWithColumns, type DatasetPlan, type PreviousDataset } from "./derive";
+import { mergeRetainedFields, parseFieldTree } from "./fields";
+import { createIndexesSql, createTableSql, renderRowsSql, tableColumnNames } from "./render-sql";
+import { bumpDatasetChanges, errorMessage, formLockKeys, isTransient, materializedTableName, pinTextForms } from "./sql-helpers";
+
+export type BuildStatus =
+  /** Every dataset of the form was rebuilt and swapped in. */
+  | "built"
+  /** The rebuild failed; the previous tables still hold their data, the registry rows are `failed`. */
+  | "failed"
+  /** The form is deleted: its datasets stay exactly as they are. */
+  | "frozen"
+  /** The form has no published version yet: nothing to build. */
+  | "unpublished"
+  /** No such form in this organization. */
+  | "missing";
+
+export interface BuildResult {
+  status: BuildStatus;
+  /** Dataset keys of the form after the build (submission first), when built or failed. */
+  datasets: string[];
+  /** Keys retired by this build (form or grid renamed). */
+  retired: string[];
+  error?: string;
+}
+
+interface RegistryRow extends PreviousDataset {
+  tableName: string | null;
+}
+
+/**
+ * Rebuilds every dataset of a form beside the live tables and swaps the registry rows in one
+ * transaction; the old tables are dropped after the commit. A rebuild replaces the datasets whole or
+ * leaves them untouched; a failure (for example a site with a blank time zone) marks the form's
+ * registry rows `failed` and keeps the previous tables. Transient database failures are thrown.
+ */
+export async function buildDataset(pool: Pool, orgId: string, formId: string): Promise<BuildResult> {
+  const client = await pool.connect();
+  let outcome: { result: BuildResult; tablesToDrop: string[] };
+  try {
+    await client.query("BEGIN");
+    outcome = await rebuildFormInTransaction(client, orgId, formId);
+    await client.query("COMMIT");
+  } catch (err) {
+    await client.query("ROLLBACK").catch(() => undefined);
+    client.release();
+    throw err;
+  }
+  try {
+    await dropTables(client, outcome.tablesToDrop);
+  } finally {
+    client.release();
+  }
+  return outcome.result;
+}
+
+/** Drops replaced tables (outside the swap transaction, so a long-running export only delays it). */
+export async function dropTables(client: PoolClient, tables: string[]): Promise<void> {
+  for (const table of tables) {
+    await client.query(`DROP TABLE IF EXISTS ${table}`).catch(() => undefined);
+    await client.query("DELETE FROM form_ds.dataset_tables WHERE table_name = $1", [table]).catch(() => undefined);
+  }
+}
+
+/**
+ * The rebuild inside the caller's open transaction (used by buildDataset and by the change consumer,
+ * which deletes its rebuild request in the same transaction). Returns the tables to drop after commit.
+ */
+export async function rebuildFormInTransaction(
+  client: PoolClient,
+  orgId: string,
+  formId: string,
+): Promise<{ result: BuildResult; tablesToDrop: string[] }> {
+  await pinTextForms(client);
+  const [k1, k2] = formLockKeys(orgId, formId);
+  await client.query("SELECT pg_advisory_xact_lock($1, $2)", [k1, k2]);
+
+  const nothing = (status: BuildStatus) => ({ result: { status, datasets: [], retired: [] }, tablesToDrop: [] });
+  const form = await client.query<{ name: string; deleted: boolean }>(
+    "SELECT name, deleted_at IS NOT NULL AS deleted FROM forms WHERE organization_id = $1 AND id = $2",
+    [orgId, formId],
+  );
+  if (form.rowCount === 0) return nothing("missing");
+  if (form.rows[0].deleted) return nothing("frozen");
+  const versions = await client.query<{ fields: unknown }>(
+    "SELECT fields FROM form_versions WHERE organization_id = $1 AND form_id = $2 AND published_at IS NOT NULL ORDER BY version DESC",
+    [orgId, formId],
+  );
+  if (versions.rowCount === 0) return nothing("unpublished");
+
+  const previous = await loadFormRegistryRows(client, orgId, formId);
+  const taken = await client.query<{ key: string }>("SELECT key FROM dataset_registry WHERE organization_id = $1", [orgId]);
+  const [current, ...older] = versions.rows.map((v) => parseFieldTree(v.fields));
+  const fields = mergeRetainedFields(current, older, fieldIdsWithColumns(previous));
+  const plans = deriveFormDatasets({
+    formId,
+    formName: form.rows[0].name,
+    fields,
+    previous,
+    takenKeys: [...taken.rows.map((r) => r.key), ...FIXED_DATASETS.map((d) => d.key)],
+  });
+  const generation = Math.max(0, ...previous.map((p) => p.generation)) + 1;
+
+  await client.query("SAVEPOINT form_rebuild");
+  try {
+    await assertSiteTimeZones(client, orgId, formId);
+    const tables = new Map<string, string>();
+    for (const plan of plans) {
+      const table = materializedTableName(orgId, plan.sourceRef, generation);
+      await materialize(client, orgId, formId, plan, table);
+      tables.set(plan.key, table);
+    }
+    const retired = await swapRegistry(client, orgId, plans, previous, tables, generation);
+    await client.query("RELEASE SAVEPOINT form_rebuild");
+    const live = new Set(tables.values());
+    const tablesToDrop = previous.map((p) => p.tableName).filter((t): t is string => t !== null && !live.has(t));
+    return { result: { status: "built", datasets: plans.map((p) => p.key), retired }, tablesToDrop };
+  } catch (err) {
+    if (isTransient(err)) throw err;
+    await client.query("ROLLBACK TO SAVEPOINT form_rebuild");
+    const message = errorMessage(err);
+    const keys = await markFormFailed(client, orgId, message, previous, plans, generation);
+    return { result: { status: "failed", datasets: keys, retired: [], error: message }, tablesToDrop: [] };
+  }
+}
+
+export async function loadFormRegistryRows(client: PoolClient, orgId: string, formId: string): Promise<RegistryRow[]> {
+  const rows = await client.query(
+    `SELECT key, source_ref, state, name_assignments, generation, table_name
+       FROM dataset_registry
+      WHERE organization_id = $1 AND kind IN ('submission', 'grid') AND (source_ref = $2 OR source_ref LIKE $2 || '/%')
+      FOR UPDATE`,
+    [orgId, formId],
+  );
+  return rows.rows.map((r) => ({
+    key: r.key,
+    sourceRef: r.source_ref,
+    state: r.state,
+    nameAssignments: r.name_assignments ?? {},
+    generation: r.generation,
+    tableName: r.table_name,
+  }));
+}
+
+/** A blank zone would silently shift every `_local` column; the spec makes it block the rebuild. */
+async function assertSiteTimeZones(client: PoolClient, orgId: string, formId: string): Promise<void> {
+  const blank = await client.query<{ id: string; name: string }>(
+    `SELECT st.id, st.name FROM sites st
+      WHERE st.organization_id = $1 AND btrim(st.time_zone) = ''
+        AND EXISTS (SELECT 1 FROM submissions s WHERE s.organization_id = $1 AND s.form_id = $2 AND s.site_id = st.id)
+      ORDER BY st.name LIMIT 1`,
+    [orgId, formId],
+  );
+  if (blank.rowCount) {
+    const site = blank.rows[0];
+    throw new Error(`site '${site.name}' (${site.id}) has a blank time zone; set it and republish the form`);
+  }
+}
+
+async function materialize(client: PoolClient, orgId: string, formId: string, plan: DatasetPlan, table: string): Promise<void> {
+  await client.query(`DROP TABLE IF EXISTS ${table}`);
+  await client.query(createTableSql(table, plan));
+  await client.query(`INSERT INTO ${table} (${tableColumnNames(plan).join(", ")})\n${renderRowsSql(plan, { onlySubmissions: false })}`, [orgId, formId]);
+  for (const sql of createIndexesSql(table, plan)) await client.query(sql);
+  await client.query(`ANALYZE ${table}`);
+  await client.query(
+    `INSERT INTO form_ds.dataset_tables (organization_id, table_name, dataset_key, form_id, plan) VALUES ($1, $2, $3, $4, $5)
+     ON CONFLICT (organization_id, table_name) DO UPDATE SET dataset_key = excluded.dataset_key, plan = excluded.plan`,
+    [orgId, table, plan.key, formId, serializePlan(plan)],
+  );
+}
+
+/** The plan as stored: grid children are not needed to render a dataset's own columns. */
+export const serializePlan = (plan: DatasetPlan): string => JSON.stringify(plan, (k, v) => (k === "fields" ? undefined : v));
+
+const registryColumns = (plan: DatasetPlan) =>
+  plan.columns.map((c) => ({ key: c.key, dataType: c.dataType, label: c.label, source: { kind: "table", column: c.tableColumn } }));
+
+async function upsertRegistryRow(
+  client: PoolClient,
+  orgId: string,
+  plan: DatasetPlan,
+  fields: { generation: number; state: "ready" | "failed"; tableName: string | null; error: string | null },
+): Promise<void> {
+  await client.query(
+    `INSERT INTO dataset_registry (organization_id, key, kind, source_ref, display_name, parent_key, columns, name_assignments,
+                                   shape_fingerprint, generation, state, table_name, error)
+     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)
+     ON CONFLICT (organization_id, key) DO UPDATE SET
+       kind = excluded.kind, source_ref = excluded.source_ref, display_name = excluded.display_name, parent_key = excluded.parent_key,
+       columns = excluded.columns, name_assignments = excluded.name_assignments, shape_fingerprint = excluded.shape_fingerprint,
+       generation = excluded.generation, state = excluded.state, table_name = excluded.table_name, error = excluded.error,
+       updated_at = clock_timestamp()`,
+    [
+      orgId,
+      plan.key,
+      plan.kind,
+      plan.sourceRef,
+      plan.displayName,
+      plan.parentKey ?? null,
+      JSON.stringify(registryColumns(plan)),
+      JSON.stringify(plan.nameAssignments),
+      plan.shapeFingerprint,
+      fields.generation,
+      fields.state,
+      fields.tableName,
+      fields.error,
+    ],
+  );
+}
+
+/** Points the registry at the new tables; rows of this form no longer derived (renames) retire. */
+async function swapRegistry(
+  client: PoolClient,
+  orgId: string,
+  plans: DatasetPlan[],
+  previous: RegistryRow[],
+  tables: Map<string, string>,
+  generation: number,
+): Promise<string[]> {
+  for (const plan of plans) {
+    await upsertRegistryRow(client, orgId, plan, { generation, state: "ready", tableName: tables.get(plan.key)!, error: null });
+  }
+  const live = new Set(plans.map((p) => p.key));
+  const retired = previous.filter((p) => p.state !== "retired" && !live.has(p.key)).map((p) => p.key);
+  if (retired.length > 0) {
+    // A retired key keeps its row (and so its name) forever; its table goes.
+    await client.query(
+      `UPDATE dataset_registry SET state = 'retired', table_name = NULL, error = NULL, updated_at = clock_timestamp()
+        WHERE organization_id = $1 AND key = ANY($2::text[])`,
+      [orgId, retired],
+    );
+  }
+  await bumpDatasetChanges(client, orgId, [...live, ...retired]);
+  return retired;
+}
+
+/** Marks the form's live datasets failed; a form that never built gets failed rows (no table) so the key answers 503. */
+export async function markFormFailed(
+  client: PoolClient,
+  orgId: string,
+  message: string,
+  previous: RegistryRow[],
+  plans: DatasetPlan[],
+  generation: number,
+): Promise<string[]> {
+  const live = previous.filter((p) => p.state !== "retired");
+  if (live.length > 0) {
+    await client.query(
+      `UPDATE dataset_registry SET state = 'failed', error = $3, updated_at = clock_timestamp()
+        WHERE organization_id = $1 AND key = ANY($2::text[])`,
+      [orgId, live.map((p) => p.key), message],
+    );
+    return live.map((p) => p.key);
+  }
+  for (const plan of plans) await upsertRegistryRow(client, orgId, plan, { generation, state: "failed", tableName: null, error: message });
+  return plans.map((p) => p.key);
+}

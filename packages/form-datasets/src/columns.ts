@@ -1,0 +1,159 @@
+import type { DataType } from "@exportsvc/datasets";
+import { composedName, directName } from "@exportsvc/naming";
+import type { FormField } from "./fields";
+
+/** The envelope every submission dataset starts with (spec "Form datasets: columns", decisions.md). */
+export const SUBMISSION_ENVELOPE = [
+  { key: "id", dataType: "uuid", label: "ID" },
+  { key: "record_id", dataType: "text", label: "Record ID" },
+  { key: "site_id", dataType: "uuid", label: "Site ID" },
+  { key: "site_name", dataType: "text", label: "Site Name" },
+  { key: "site_path", dataType: "text", label: "Site Path" },
+  { key: "status", dataType: "text", label: "Status" },
+  { key: "is_archived", dataType: "boolean", label: "Is Archived" },
+  { key: "started_at", dataType: "dateTime", label: "Started At" },
+  { key: "started_at_local", dataType: "localDateTime", label: "Started At (Local)" },
+  { key: "completed_at", dataType: "dateTime", label: "Completed At" },
+  { key: "completed_at_local", dataType: "localDateTime", label: "Completed At (Local)" },
+  { key: "last_modified", dataType: "dateTime", label: "Last Modified" },
+  { key: "last_modified_local", dataType: "localDateTime", label: "Last Modified (Local)" },
+] as const satisfies readonly { key: string; dataType: DataType; label: string }[];
+
+export type EnvelopeKey = (typeof SUBMISSION_ENVELOPE)[number]["key"];
+
+export const GRID_ENVELOPE = [
+  { key: "id", dataType: "uuid", label: "ID" },
+  { key: "last_modified", dataType: "dateTime", label: "Last Modified" },
+  { key: "row_index", dataType: "number", label: "Row Index" },
+] as const satisfies readonly { key: string; dataType: DataType; label: string }[];
+
+/** Names no form field can take: the envelope, `row_index` (spec) and the appended `_cursor`. */
+export const SUBMISSION_RESERVED = [...SUBMISSION_ENVELOPE.map((c) => c.key), "row_index", "_cursor"];
+export const GRID_RESERVED = [...GRID_ENVELOPE.map((c) => c.key), "_cursor"];
+
+/** How a column's text is produced from a submission (interpreted by render-sql.ts). */
+export type ColumnRender =
+  | { kind: "envelope"; name: EnvelopeKey }
+  | { kind: "rowIndex" }
+  /** Row index of the enclosing grid `depth` levels from the top (1 = outermost grid). */
+  | { kind: "ancestorRowIndex"; depth: number }
+  | { kind: "field"; field: FormField; part: FieldPart }
+  | { kind: "verification"; fieldId: string };
+
+export type FieldPart =
+  | { kind: "value" }
+  | { kind: "option"; optionKey: string }
+  | { kind: "question"; questionKey: string }
+  | { kind: "signatureName" }
+  | { kind: "signatureDate" }
+  | { kind: "resourceRecord" }
+  | { kind: "resourceId" };
+
+/** A field column before unique naming: stable source id (for name_assignments), candidate name. */
+export interface ColumnCandidate {
+  sourceId: string;
+  name: string;
+  dataType: DataType;
+  label: string;
+  render: ColumnRender;
+}
+
+/**
+ * The columns one field produces, in order (decisions.md "Form datasets: columns per field type").
+ * Source ids encode the part, so a retyped field gets new columns while a relabelled one keeps its keys.
+ */
+export function fieldColumns(field: FormField): ColumnCandidate[] {
+  const f = field;
+  const key = f.key;
+  const whole = (dataType: DataType): ColumnCandidate => ({
+    sourceId: `f:${f.id}`,
+    name: directName(key),
+    dataType,
+    label: f.label,
+    render: { kind: "field", field: f, part: { kind: "value" } },
+  });
+  const out: ColumnCandidate[] = [];
+  switch (f.type) {
+    case "heading":
+    case "instructions":
+    case "grid":
+      return [];
+    case "number":
+      out.push(whole("number"));
+      break;
+    case "yesNo":
+      out.push(whole("boolean"));
+      break;
+    case "date":
+      out.push(whole("date"));
+      break;
+    case "dateTime":
+      out.push(whole("dateTime"));
+      break;
+    case "checkboxGroup":
+      for (const o of f.options ?? []) {
+        out.push({
+          sourceId: `f:${f.id}:o:${o.key}`,
+          name: composedName([key, o.key]),
+          dataType: "boolean",
+          label: `${f.label} - ${o.label}`,
+          render: { kind: "field", field: f, part: { kind: "option", optionKey: o.key } },
+        });
+      }
+      break;
+    case "survey":
+      for (const q of f.questions ?? []) {
+        out.push({
+          sourceId: `f:${f.id}:q:${q.key}`,
+          name: composedName([key, q.key]),
+          dataType: "text",
+          label: `${f.label} - ${q.label}`,
+          render: { kind: "field", field: f, part: { kind: "question", questionKey: q.key } },
+        });
+      }
+      break;
+    case "signature":
+      out.push(
+        {
+          sourceId: `f:${f.id}:name`,
+          name: composedName({ parts: [key], suffix: "name" }),
+          dataType: "text",
+          label: `${f.label} - Name`,
+          render: { kind: "field", field: f, part: { kind: "signatureName" } },
+        },
+        {
+          sourceId: `f:${f.id}:date`,
+          name: composedName({ parts: [key], suffix: "date" }),
+          dataType: "dateTime",
+          label: `${f.label} - Date`,
+          render: { kind: "field", field: f, part: { kind: "signatureDate" } },
+        },
+      );
+      break;
+    case "resourceSelect":
+      out.push(
+        { ...whole("text"), render: { kind: "field", field: f, part: { kind: "resourceRecord" } } },
+        {
+          sourceId: `f:${f.id}:id`,
+          name: composedName({ parts: [key], suffix: "id" }),
+          dataType: "uuid",
+          label: `${f.label} - ID`,
+          render: { kind: "field", field: f, part: { kind: "resourceId" } },
+        },
+      );
+      break;
+    default:
+      // text types, select, attachment, photo, and any type this engine does not know: one text column.
+      out.push(whole("text"));
+  }
+  if (f.requiresVerification) {
+    out.push({
+      sourceId: `v:${f.id}`,
+      name: composedName({ prefix: "verification", parts: [key] }),
+      dataType: "localDateTime",
+      label: `Verification: ${f.label}`,
+      render: { kind: "verification", fieldId: f.id },
+    });
+  }
+  return out;
+}
