@@ -1,0 +1,161 @@
+import type { PoolClient } from "pg";
+
+/**
+ * Change-detecting upserts: a record is written only when it differs from what is stored, so
+ * re-applying a document moves neither `last_modified` nor the dataset change counters (the
+ * statement triggers only count rows a statement really touched).
+ */
+export type SqlType = "text" | "uuid" | "numeric" | "integer" | "boolean" | "date" | "timestamptz" | "jsonb";
+
+export interface ColumnDef {
+  column: string;
+  type: SqlType;
+  /**
+   * plain: part of the record's state. stamp: `last_modified` — compared only when the document
+   * gives it, else clock_timestamp() on every write. keep: compared only when given, set at insert
+   * (clock_timestamp() by default) and kept on update unless given (e.g. deviations.created_at).
+   */
+  mode?: "plain" | "stamp" | "keep";
+}
+
+/** An unordered set stored in a join table owned by the record (supplier_products, ...). */
+export interface SetRelation {
+  kind: "set";
+  /** Name of the jsonb array property of each row object. */
+  property: string;
+  table: string;
+  ownerColumn: string;
+  valueColumn: string;
+  valueType: "uuid" | "text";
+}
+
+/** An ordered list of child rows replaced whole when it changes (steps, document versions). */
+export interface ChildList {
+  kind: "list";
+  property: string;
+  /** jsonb array describing the stored children of record `d.id` (in $1's organization). */
+  storedJson: string;
+  /** Compare as a set (order-insensitive) instead of as a list. */
+  unordered?: boolean;
+  table: string;
+  ownerColumn: string;
+  /** Inserts the children of the given rows (row objects as passed to upsertRows). */
+  insert(client: PoolClient, organizationId: string, rows: Row[]): Promise<void>;
+}
+
+export interface TableDef {
+  table: string;
+  columns: ColumnDef[];
+  relations?: (SetRelation | ChildList)[];
+}
+
+export type Row = Record<string, unknown> & { id: string };
+
+const q = (ident: string) => `"${ident.replace(/"/g, '""')}"`;
+const BATCH = 2000;
+
+export interface UpsertResult {
+  inserted: number;
+  updated: number;
+  unchanged: number;
+}
+
+/** Upserts rows of one table for one organization; rows hold column values keyed by column name. */
+export async function upsertRows(client: PoolClient, organizationId: string, def: TableDef, rows: Row[]): Promise<UpsertResult> {
+  const total: UpsertResult = { inserted: 0, updated: 0, unchanged: 0 };
+  for (let i = 0; i < rows.length; i += BATCH) {
+    const r = await upsertBatch(client, organizationId, def, rows.slice(i, i + BATCH));
+    total.inserted += r.inserted;
+    total.updated += r.updated;
+    total.unchanged += r.unchanged;
+  }
+  return total;
+}
+
+function recordsetColumns(def: TableDef): string {
+  const cols = [`id uuid`, ...def.columns.map((c) => `${q(c.column)} ${c.type}`)];
+  for (const rel of def.relations ?? []) cols.push(`${q(rel.property)} jsonb`);
+  return cols.join(", ");
+}
+
+async function upsertBatch(client: PoolClient, organizationId: string, def: TableDef, rows: Row[]): Promise<UpsertResult> {
+  const t = q(def.table);
+  const plain = def.columns.filter((c) => (c.mode ?? "plain") === "plain");
+  const optional = def.columns.filter((c) => c.mode === "stamp" || c.mode === "keep");
+  const differs: string[] = [];
+  if (plain.length > 0) {
+    differs.push(`(${plain.map((c) => `t.${q(c.column)}`).join(", ")}, NULL) IS DISTINCT FROM (${plain.map((c) => `d.${q(c.column)}`).join(", ")}, NULL)`);
+  }
+  for (const c of optional) differs.push(`(d.${q(c.column)} IS NOT NULL AND d.${q(c.column)} IS DISTINCT FROM t.${q(c.column)})`);
+  for (const rel of def.relations ?? []) {
+    const stored =
+      rel.kind === "set"
+        ? `coalesce((SELECT jsonb_agg(r.${q(rel.valueColumn)}) FROM ${q(rel.table)} r WHERE r.organization_id = $1 AND r.${q(rel.ownerColumn)} = d.id), '[]'::jsonb)`
+        : `coalesce(${rel.storedJson}, '[]'::jsonb)`;
+    const p = `coalesce(d.${q(rel.property)}, '[]'::jsonb)`;
+    differs.push(rel.kind === "set" || rel.unordered ? `NOT (${stored} @> ${p} AND ${p} @> ${stored})` : `${stored} IS DISTINCT FROM ${p}`);
+  }
+  const detect = await client.query<{ id: string; exists: boolean }>(
+    `SELECT d.id::text AS id, t.id IS NOT NULL AS exists
+       FROM jsonb_to_recordset($2::jsonb) AS d(${recordsetColumns(def)})
+       LEFT JOIN ${t} t ON t.organization_id = $1 AND t.id = d.id
+      WHERE t.id IS NULL OR ${differs.join(" OR ")}`,
+    [organizationId, JSON.stringify(rows)],
+  );
+  const toInsert = new Set(detect.rows.filter((r) => !r.exists).map((r) => r.id));
+  const toUpdate = new Set(detect.rows.filter((r) => r.exists).map((r) => r.id));
+  const insertRows = rows.filter((r) => toInsert.has(r.id));
+  const updateRows = rows.filter((r) => toUpdate.has(r.id));
+
+  const valueOf = (c: ColumnDef) => ((c.mode ?? "plain") === "plain" ? `d.${q(c.column)}` : `coalesce(d.${q(c.column)}, clock_timestamp())`);
+  if (insertRows.length > 0) {
+    await client.query(
+      `INSERT INTO ${t} (organization_id, id, ${def.columns.map((c) => q(c.column)).join(", ")})
+       SELECT $1, d.id, ${def.columns.map(valueOf).join(", ")}
+         FROM jsonb_to_recordset($2::jsonb) AS d(${recordsetColumns(def)})`,
+      [organizationId, JSON.stringify(insertRows)],
+    );
+  }
+  if (updateRows.length > 0) {
+    const sets = def.columns.map((c) => {
+      const col = q(c.column);
+      if (c.mode === "keep") return `${col} = coalesce(d.${col}, t.${col})`;
+      return `${col} = ${valueOf(c)}`;
+    });
+    await client.query(
+      `UPDATE ${t} AS t SET ${sets.join(", ")}
+         FROM jsonb_to_recordset($2::jsonb) AS d(${recordsetColumns(def)})
+        WHERE t.organization_id = $1 AND t.id = d.id`,
+      [organizationId, JSON.stringify(updateRows)],
+    );
+  }
+  const written = [...insertRows, ...updateRows];
+  if (written.length > 0) await replaceRelations(client, organizationId, def, written);
+  return { inserted: insertRows.length, updated: updateRows.length, unchanged: rows.length - written.length };
+}
+
+async function replaceRelations(client: PoolClient, organizationId: string, def: TableDef, rows: Row[]): Promise<void> {
+  const ids = rows.map((r) => r.id);
+  for (const rel of def.relations ?? []) {
+    await client.query(`DELETE FROM ${q(rel.table)} WHERE organization_id = $1 AND ${q(rel.ownerColumn)} = ANY($2::uuid[])`, [organizationId, ids]);
+    if (rel.kind === "set") {
+      const pairs = rows.flatMap((r) => ((r[rel.property] as unknown[] | undefined) ?? []).map((v) => [r.id, v]));
+      if (pairs.length === 0) continue;
+      await client.query(
+        `INSERT INTO ${q(rel.table)} (organization_id, ${q(rel.ownerColumn)}, ${q(rel.valueColumn)})
+         SELECT $1, (p->>0)::uuid, (p->>1)::${rel.valueType} FROM jsonb_array_elements($2::jsonb) AS p
+         ON CONFLICT DO NOTHING`,
+        [organizationId, JSON.stringify(pairs)],
+      );
+    } else {
+      await rel.insert(client, organizationId, rows);
+    }
+  }
+}
+
+/** Hard-deletes records by id; returns how many existed. */
+export async function deleteRows(client: PoolClient, organizationId: string, table: string, ids: string[]): Promise<number> {
+  if (ids.length === 0) return 0;
+  const res = await client.query(`DELETE FROM ${q(table)} WHERE organization_id = $1 AND id = ANY($2::uuid[])`, [organizationId, ids]);
+  return res.rowCount ?? 0;
+}

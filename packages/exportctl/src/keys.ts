@@ -1,0 +1,93 @@
+import { generateApiKey, hashApiKeySecret } from "@exportsvc/common";
+import { ApiKeySchema, type ApiKey, type MikroORM } from "@exportsvc/db";
+import { ExportctlError } from "./errors";
+import { requireUuid } from "./organizations";
+
+export interface IssuedApiKey {
+  keyId: string;
+  /** The bearer secret: shown once, never stored. */
+  secret: string;
+  organizationId: string;
+  description: string;
+  expiresAt: string | null;
+}
+
+export interface KeySummary {
+  keyId: string;
+  organizationId: string;
+  description: string;
+  createdAt: string;
+  expiresAt: string | null;
+  revokedAt: string | null;
+  state: "active" | "expired" | "revoked";
+}
+
+function parseExpiry(value: string | undefined): Date | null {
+  if (value === undefined) return null;
+  const at = new Date(value);
+  if (!/^\d{4}-\d{2}-\d{2}/.test(value) || Number.isNaN(at.getTime())) {
+    throw new ExportctlError("INVALID_ARGUMENT", `--expires-at must be an ISO 8601 date or instant, got '${value}'`);
+  }
+  if (at.getTime() <= Date.now()) throw new ExportctlError("INVALID_ARGUMENT", `--expires-at ${value} is in the past`);
+  return at;
+}
+
+/** Issues a key for an organization; only the keyed hash of the secret is stored. */
+export async function issueKey(
+  orm: MikroORM,
+  opts: { organizationId: string; description: string; expiresAt?: string; keyHashSecret: string },
+): Promise<IssuedApiKey> {
+  const organizationId = requireUuid(opts.organizationId, "--org");
+  const description = opts.description.trim();
+  if (description === "") throw new ExportctlError("INVALID_ARGUMENT", "--description must not be empty (it says who the key is for)");
+  const expiresAt = parseExpiry(opts.expiresAt);
+  const em = orm.em.fork();
+  const org = await em.getConnection().execute<{ id: string }[]>("SELECT id FROM organizations WHERE id = ?", [organizationId]);
+  if (org.length === 0) throw new ExportctlError("NOT_FOUND", `organization ${organizationId} does not exist`);
+  const issued = generateApiKey();
+  const key = em.create(ApiKeySchema, {
+    id: issued.id,
+    organizationId,
+    secretHash: hashApiKeySecret(issued.secret, opts.keyHashSecret),
+    description,
+    createdAt: new Date(),
+    expiresAt,
+    revokedAt: null,
+  });
+  await em.persist(key).flush();
+  return { keyId: issued.id, secret: issued.secret, organizationId, description, expiresAt: expiresAt?.toISOString() ?? null };
+}
+
+function summarize(k: ApiKey, now = Date.now()): KeySummary {
+  const state = k.revokedAt ? "revoked" : k.expiresAt && k.expiresAt.getTime() <= now ? "expired" : "active";
+  return {
+    keyId: k.id,
+    organizationId: k.organizationId,
+    description: k.description,
+    createdAt: k.createdAt.toISOString(),
+    expiresAt: k.expiresAt?.toISOString() ?? null,
+    revokedAt: k.revokedAt?.toISOString() ?? null,
+    state,
+  };
+}
+
+/** Keys (never their secrets or hashes), newest first. */
+export async function listKeys(orm: MikroORM, opts: { organizationId?: string } = {}): Promise<KeySummary[]> {
+  const em = orm.em.fork();
+  const where = opts.organizationId ? { organizationId: requireUuid(opts.organizationId, "--org") } : {};
+  const keys = await em.find(ApiKeySchema, where, { orderBy: { createdAt: "DESC", id: "ASC" } });
+  return keys.map((k) => summarize(k));
+}
+
+/** Revokes a key; revoking an already revoked key keeps its first revocation time. */
+export async function revokeKey(orm: MikroORM, keyId: string): Promise<KeySummary & { changed: boolean }> {
+  const em = orm.em.fork();
+  const key = await em.findOne(ApiKeySchema, { id: keyId });
+  if (!key) throw new ExportctlError("NOT_FOUND", `no API key with id '${keyId}'`);
+  const changed = !key.revokedAt;
+  if (changed) {
+    key.revokedAt = new Date();
+    await em.flush();
+  }
+  return { ...summarize(key), changed };
+}
