@@ -11,7 +11,7 @@ interface Harness {
   pass(ms: number): Promise<void>;
 }
 
-const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms));
 
 function memoryHarness(): Harness {
   let now = 1_700_000_000_000;

@@ -34,6 +34,8 @@ export function createRedisStore(options: RedisStoreOptions): SharedStore {
   });
 
   const events = new EventEmitter();
+  // Every limiter, authenticator and metrics hook of the process subscribes; that is not a leak.
+  events.setMaxListeners(0);
   let connected = false;
   /** Set when a command timed out on an apparently open connection (e.g. Redis hung). */
   let unresponsive = false;
