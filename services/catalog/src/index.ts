@@ -1,0 +1,4 @@
+export * from "./config";
+export * from "./server";
+export * from "./listing";
+export * from "./list-datasets";

@@ -1,0 +1,54 @@
+import { randomUUID } from "node:crypto";
+import { ensureRegistryCurrent, loadRegistry, loadRegistryEntry } from "@exportsvc/datasets";
+import { createTestOrganization, testPool } from "../../../test/support/db";
+import { insertFormDataset } from "./support";
+
+describe("registry readers", () => {
+  const pool = testPool();
+  afterAll(() => pool.end());
+
+  it("ensureRegistryCurrent syncs when the registry is empty or a sync is queued, and only then", async () => {
+    const org = await createTestOrganization(pool);
+    const calls: string[] = [];
+    const sync = async (id: string) => {
+      calls.push(id);
+      await pool.query("DELETE FROM registry_sync_queue WHERE organization_id = $1", [id]);
+    };
+    // Queued by the organization's set-up and no registry rows yet.
+    await ensureRegistryCurrent(pool, org, sync);
+    expect(calls).toEqual([org]);
+
+    // Empty registry without a queue row still syncs.
+    await ensureRegistryCurrent(pool, org, sync);
+    expect(calls).toEqual([org, org]);
+
+    await insertFormDataset(pool, org, { key: "form_a", kind: "submission", displayName: "Form A" });
+    await ensureRegistryCurrent(pool, org, sync);
+    expect(calls).toHaveLength(2);
+
+    await pool.query("INSERT INTO registry_sync_queue (organization_id) VALUES ($1)", [org]);
+    await ensureRegistryCurrent(pool, org, sync);
+    expect(calls).toHaveLength(3);
+  });
+
+  it("propagates a failing sync", async () => {
+    const org = randomUUID();
+    await expect(ensureRegistryCurrent(pool, org, async () => Promise.reject(new Error("schema down")))).rejects.toThrow("schema down");
+  });
+
+  it("loads live entries with their change counter, never retired ones", async () => {
+    const org = await createTestOrganization(pool);
+    await insertFormDataset(pool, org, { key: "live", kind: "submission", displayName: "Live" });
+    await insertFormDataset(pool, org, { key: "gone", kind: "submission", displayName: "Gone", state: "retired" });
+    await pool.query("INSERT INTO dataset_changes (organization_id, dataset, version) VALUES ($1, 'live', 7)", [org]);
+    const entries = await loadRegistry(pool, org);
+    expect(entries.map((e) => e.key)).toEqual(["live"]);
+    expect(entries[0]).toEqual(
+      expect.objectContaining({ key: "live", kind: "submission", displayName: "Live", generation: 1, state: "ready", changeCounter: "7" }),
+    );
+    expect(entries[0].parentKey).toBeUndefined();
+    expect(await loadRegistryEntry(pool, org, "gone")).toBeUndefined();
+    expect((await loadRegistryEntry(pool, org, "live"))?.tableName).toBe("form_ds.t_live");
+    expect(await loadRegistryEntry(pool, randomUUID(), "live")).toBeUndefined();
+  });
+});
