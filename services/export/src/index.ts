@@ -1,0 +1,2 @@
+export { start, type RunningExportService } from "./main";
+export { loadExportConfig, exportConfigSchema, type ExportConfig } from "./config";
