@@ -2,7 +2,7 @@ import { randomUUID } from "node:crypto";
 import type { Pool } from "pg";
 import { CatalogService } from "@exportsvc/proto";
 import { createClient, type Client } from "@exportsvc/rpc";
-import { shapeFingerprint } from "@exportsvc/datasets";
+import { shapeFingerprint, type ColumnSpec } from "@exportsvc/datasets";
 import { testDatabaseUrl } from "../../../test/support/db";
 import { start as startSchema, loadSchemaConfig } from "../../schema/src";
 import { loadCatalogConfig, start as startCatalog } from "../src";
@@ -34,7 +34,7 @@ export async function insertFormDataset(
   org: string,
   d: { key: string; kind: "submission" | "grid"; displayName: string; parentKey?: string; state?: string; label?: string },
 ): Promise<void> {
-  const columns = [
+  const columns: ColumnSpec[] = [
     { key: "id", dataType: "uuid", label: "ID", source: { kind: "table", column: "id" } },
     { key: "temperature", dataType: "number", label: d.label ?? "Temperature", source: { kind: "table", column: "c1" } },
     { key: "last_modified", dataType: "dateTime", label: "Last Modified", source: { kind: "table", column: "last_modified" } },
