@@ -101,23 +101,8 @@ export async function startHarness(options: HarnessOptions = {}): Promise<Harnes
     logs,
   } as Harness;
 
-  const grpcServer = new grpc.Server();
-  addService(grpcServer, CatalogService, {
-    listDatasets: async (request: ListDatasetsRequest) => {
-      harness.listRequests.push(request);
-      return harness.catalogResponse();
-    },
-  });
-  addService(grpcServer, ExportService, {
-    exportCsv: async (request: ExportCsvRequest, call: grpc.ServerWritableStream<ExportCsvRequest, unknown>) => {
-      harness.exportRequests.push(request);
-      call.once("cancelled", () => harness.cancelledExports++);
-      const behaviour = harness.exportBehaviours.get(request.datasetKey);
-      if (!behaviour) throw new AppError({ status: 404, errorCode: "DATASET_NOT_FOUND", title: "Dataset not found", detail: `No dataset '${request.datasetKey}'.` });
-      await behaviour(request, call);
-    },
-  });
-  const grpcPort = await listen(grpcServer, "127.0.0.1:0");
+  const services = await startFakeServices(harness);
+  const grpcPort = services.port;
   const catalog = createClient(CatalogService, options.catalogAddress ?? `127.0.0.1:${grpcPort}`);
   const exporter = createClient(ExportService, options.exportAddress ?? `127.0.0.1:${grpcPort}`);
 
@@ -138,9 +123,33 @@ export async function startHarness(options: HarnessOptions = {}): Promise<Harnes
     await new Promise<void>((resolve) => server.close(() => resolve()));
     catalog.close();
     exporter.close();
-    await shutdown(grpcServer, 1000);
+    await services.close();
   };
   return harness;
+}
+
+export type FakeServiceState = Pick<Harness, "exportRequests" | "listRequests" | "cancelledExports" | "exportBehaviours" | "catalogResponse">;
+
+/** Real grpc-js servers (catalog and export on one port) whose handlers read and record `state`. */
+export async function startFakeServices(state: FakeServiceState): Promise<{ port: number; close(): Promise<void> }> {
+  const grpcServer = new grpc.Server();
+  addService(grpcServer, CatalogService, {
+    listDatasets: async (request: ListDatasetsRequest) => {
+      state.listRequests.push(request);
+      return state.catalogResponse();
+    },
+  });
+  addService(grpcServer, ExportService, {
+    exportCsv: async (request: ExportCsvRequest, call: grpc.ServerWritableStream<ExportCsvRequest, unknown>) => {
+      state.exportRequests.push(request);
+      call.once("cancelled", () => state.cancelledExports++);
+      const behaviour = state.exportBehaviours.get(request.datasetKey);
+      if (!behaviour) throw new AppError({ status: 404, errorCode: "DATASET_NOT_FOUND", title: "Dataset not found", detail: `No dataset '${request.datasetKey}'.` });
+      await behaviour(request, call);
+    },
+  });
+  const port = await listen(grpcServer, "127.0.0.1:0");
+  return { port, close: () => shutdown(grpcServer, 1000) };
 }
 
 /** Polls until `condition` holds (or fails the test after `timeoutMs`). */

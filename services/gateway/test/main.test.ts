@@ -1,0 +1,122 @@
+import { request } from "undici";
+import { ConfigError, generateApiKey, hashApiKeySecret } from "@exportsvc/common";
+import type { Pool } from "pg";
+import { start, type RunningGateway } from "../src/main";
+import { loadGatewayConfig } from "../src/config";
+import { createTestOrganization, testDatabaseUrl, testPool } from "../../../test/support/db";
+import { csvBytes, eventually, startFakeServices, writeChunk, type FakeServiceState } from "./support/harness";
+
+const KEY_HASH_SECRET = "main-test-pepper-0123456789";
+
+describe("loadGatewayConfig", () => {
+  it("fails fast naming every missing variable", () => {
+    let error: unknown;
+    try {
+      loadGatewayConfig({});
+    } catch (err) {
+      error = err;
+    }
+    expect(error).toBeInstanceOf(ConfigError);
+    expect((error as Error).message).toContain("DATABASE_URL");
+    expect((error as Error).message).toContain("KEY_HASH_SECRET");
+  });
+
+  it("applies the documented defaults", () => {
+    const config = loadGatewayConfig({ DATABASE_URL: "postgres://x@127.0.0.1/db", KEY_HASH_SECRET: "s" });
+    expect(config).toMatchObject({
+      port: 8080,
+      host: "0.0.0.0",
+      catalogAddress: "127.0.0.1:50052",
+      exportAddress: "127.0.0.1:50053",
+      gzipLevel: 1,
+      limits: { RATE_LIMIT_CONCURRENCY: 5, RATE_LIMIT_PER_WINDOW: 600 },
+    });
+    expect(config.store.REDIS_URL).toBeUndefined();
+  });
+});
+
+describe("start(config): the gateway wired with the real authenticator, limiter and key store", () => {
+  let pool: Pool;
+  let gateway: RunningGateway;
+  let services: { port: number; close(): Promise<void> };
+  let secret: string;
+  let organizationId: string;
+  const state: FakeServiceState = {
+    exportRequests: [],
+    listRequests: [],
+    cancelledExports: 0,
+    exportBehaviours: new Map(),
+    catalogResponse: async () => ({ datasets: [], etag: '"e1"' }),
+  };
+
+  beforeAll(async () => {
+    pool = testPool();
+    organizationId = await createTestOrganization(pool);
+    const key = generateApiKey();
+    secret = key.secret;
+    await pool.query("INSERT INTO api_keys (id, organization_id, secret_hash) VALUES ($1, $2, $3)", [
+      key.id,
+      organizationId,
+      hashApiKeySecret(key.secret, KEY_HASH_SECRET),
+    ]);
+    state.exportBehaviours.set("endless", async (_req, call) => {
+      const chunk = csvBytes(32 * 1024);
+      while (!call.cancelled) await writeChunk(call, chunk);
+    });
+    services = await startFakeServices(state);
+    gateway = await start(
+      loadGatewayConfig({
+        DATABASE_URL: testDatabaseUrl(),
+        KEY_HASH_SECRET,
+        PORT: "0",
+        HOST: "127.0.0.1",
+        CATALOG_ADDRESS: `127.0.0.1:${services.port}`,
+        EXPORT_ADDRESS: `127.0.0.1:${services.port}`,
+        RATE_LIMIT_CONCURRENCY: "1",
+        LOG_LEVEL: "silent",
+        SHUTDOWN_GRACE_MS: "500",
+      }),
+    );
+  });
+
+  afterAll(async () => {
+    await gateway?.stop();
+    await services?.close();
+    await pool?.end();
+  });
+
+  it("serves the listing for a valid key, scoped to the key's organization", async () => {
+    const res = await fetch(`${gateway.url}/v1/datasets`, { headers: { authorization: `Bearer ${secret}` } });
+    expect(res.status).toBe(200);
+    expect(res.headers.get("etag")).toBe('"e1"');
+    expect(state.listRequests.at(-1)?.organizationId).toBe(organizationId);
+  });
+
+  it("rejects an unknown key with 401", async () => {
+    const res = await fetch(`${gateway.url}/v1/datasets`, { headers: { authorization: `Bearer ${generateApiKey().secret}` } });
+    expect(res.status).toBe(401);
+  });
+
+  it("is ready against its database", async () => {
+    const res = await fetch(`${gateway.url}/health/ready`);
+    expect(res.status).toBe(200);
+  });
+
+  it("holds the concurrency slot for the whole stream and frees it when the client leaves", async () => {
+    const headers = { authorization: `Bearer ${secret}` };
+    const stream = await request(`${gateway.url}/v1/datasets/endless/csv`, { headers });
+    expect(stream.statusCode).toBe(200);
+    const second = await fetch(`${gateway.url}/v1/datasets`, { headers });
+    expect(second.status).toBe(429);
+    expect(second.headers.get("ratelimit-limit")).toBe("1");
+    stream.body.destroy();
+    await eventually(() => state.cancelledExports > 0);
+    let status = 0;
+    // The slot is released when the response closes, a moment after the client hangs up.
+    for (let attempt = 0; attempt < 100 && status !== 200; attempt++) {
+      status = (await fetch(`${gateway.url}/v1/datasets`, { headers })).status;
+      if (status !== 200) await new Promise((r) => setTimeout(r, 50));
+    }
+    expect(status).toBe(200);
+  });
+});
