@@ -9,6 +9,8 @@ export const catalogConfigSchema = z.object({
   SCHEMA_ADDRESS: z.string().min(1).default("127.0.0.1:50054"),
   LOG_LEVEL: env.logLevel(),
   SHUTDOWN_GRACE_MS: env.int(10_000, 0),
+  /** Port of the Prometheus /metrics endpoint; unset = no metrics server. */
+  METRICS_PORT: z.coerce.number().int().min(0).max(65535).optional(),
   DATABASE_POOL_MAX: env.int(10, 1, 100),
   /** Deadline of the SyncDatasets call made for read-your-writes. */
   SCHEMA_SYNC_TIMEOUT_MS: env.int(10_000, 100),

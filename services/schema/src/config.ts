@@ -9,6 +9,8 @@ export const schemaConfigSchema = z.object({
   /** Fallback polling of registry_sync_queue when a NOTIFY is missed (listener down, replica start). */
   REGISTRY_POLL_MS: env.int(2000, 50),
   SHUTDOWN_GRACE_MS: env.int(10_000, 0),
+  /** Port of the Prometheus /metrics endpoint; unset = no metrics server. */
+  METRICS_PORT: z.coerce.number().int().min(0).max(65535).optional(),
   DATABASE_POOL_MAX: env.int(5, 1, 100),
 });
 

@@ -1,4 +1,13 @@
-import { createLogger, type Logger } from "@exportsvc/common";
+import {
+  addHealthService,
+  buildInfoFromEnv,
+  createLogger,
+  createMetrics,
+  instrumentServiceImpl,
+  startMetricsServer,
+  type Logger,
+  type MetricsServer,
+} from "@exportsvc/common";
 import { createPool } from "@exportsvc/db";
 import { SchemaService, type AssignNamesRequest, type SyncDatasetsRequest } from "@exportsvc/proto";
 import { addService, grpc, listen, shutdown } from "@exportsvc/rpc";
@@ -30,25 +39,36 @@ export async function start(config: SchemaConfig, options: SchemaServiceOptions 
   const syncers = options.syncers ?? DEFAULT_SYNCERS;
   const pool = createPool({ connectionString: config.DATABASE_URL, max: config.DATABASE_POOL_MAX, applicationName: "schema" });
   const server = new grpc.Server();
-  addService(server, SchemaService, {
+  const metrics = createMetrics({ build: buildInfoFromEnv() });
+  metrics.observePool(pool, "main");
+  const setHealth = addHealthService(server);
+  addService(server, SchemaService, instrumentServiceImpl(metrics, SchemaService.typeName, {
     assignNames: async (request: AssignNamesRequest) => assignNames(request),
     syncDatasets: (request: SyncDatasetsRequest) => withErrorMapping(log, "SyncDatasets", () => syncDatasets(pool, syncers, request)),
-  });
+  }));
   let port: number;
+  let metricsServer: MetricsServer | undefined;
   try {
     port = await listen(server, `${config.GRPC_HOST}:${config.GRPC_PORT}`);
+    if (config.METRICS_PORT !== undefined) metricsServer = await startMetricsServer(config.METRICS_PORT, metrics.registry, config.GRPC_HOST);
   } catch (err) {
+    server.forceShutdown();
     await pool.end();
     throw err;
   }
   const worker = new RegistrySyncWorker({ pool, databaseUrl: config.DATABASE_URL, syncers, pollMs: config.REGISTRY_POLL_MS, log });
   worker.start();
-  log.info({ port }, "schema service listening");
+  setHealth("SERVING", SchemaService.typeName);
+  log.info({ port, metricsPort: metricsServer?.port }, "schema service listening");
 
   let stopping: Promise<void> | undefined;
   const stop = () =>
     (stopping ??= (async () => {
+      // Probes see NOT_SERVING before calls start being refused.
+      setHealth("NOT_SERVING");
+      setHealth("NOT_SERVING", SchemaService.typeName);
       await shutdown(server, config.SHUTDOWN_GRACE_MS);
+      await metricsServer?.close();
       await worker.stop();
       await pool.end();
       log.info("schema service stopped");
