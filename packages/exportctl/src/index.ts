@@ -4,4 +4,4 @@ export * from "./keys";
 export { applyDocument, type ApplyResult, type SectionResult } from "./apply/apply";
 export { parseApplyDocument, readDocumentFile, readDocumentText } from "./apply/validate";
 export type { ApplyDocument, ApplyDocumentInput, FieldInput } from "./apply/schema";
-export { demoDocument, seedDemo, DEMO_ORGANIZATION_ID, type SeedDemoResult } from "./demo";
+export { demoDocument, demoHistoryDocument, seedDemo, DEMO_ORGANIZATION_ID, type SeedDemoResult } from "./demo";
