@@ -51,7 +51,10 @@ export interface RateLimiterStatus {
 /** The rate limiter as the gateway's main.ts and metrics see it. */
 export interface ManagedRateLimiter extends RateLimiter {
   status(): RateLimiterStatus;
-  /** Metric hook: called on every switch to and from per-replica limits. Returns the unsubscribe. */
+  /**
+   * Metric hook: called on every switch to and from per-replica limits, and at once when subscribing
+   * while per-replica limits are in force. Returns the unsubscribe.
+   */
   onFallback(listener: (event: FallbackEvent) => void): () => void;
   close(): Promise<void>;
 }

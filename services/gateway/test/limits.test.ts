@@ -193,6 +193,9 @@ describe("rate limiter while the shared store is down", () => {
     const store = createSharedStore({ redisUrl: "redis://127.0.0.1:1", connectTimeoutMs: 200 });
     const limiter = createRateLimiter(store, { ...LIMITS, concurrency: 1 });
     try {
+      const events: FallbackEvent[] = [];
+      limiter.onFallback((e) => events.push(e));
+      expect(events).toEqual([{ active: true, reason: "shared store not available" }]);
       const org = randomUUID();
       const held = await limiter.admit(org);
       expect(limiter.status()).toEqual({ mode: "local", store: { backend: "redis", healthy: false } });

@@ -11,6 +11,7 @@ export interface FallbackRouter {
    */
   run<T>(operation: (store: SharedStore) => Promise<T>): Promise<{ value: T; store: SharedStore }>;
   fallbackActive(): boolean;
+  /** Called on every switch; a listener subscribing while the fallback is active is told at once. */
   onFallback(listener: (event: FallbackEvent) => void): () => void;
   close(): Promise<void>;
 }
@@ -53,6 +54,8 @@ export function withLocalFallback(shared: SharedStore, options: { clock?: Clock 
     fallbackActive: () => active,
     onFallback(listener) {
       events.on("fallback", listener);
+      // A subscriber joining during an outage (e.g. Redis down at start-up) learns of it at once.
+      if (active) listener({ active: true, reason: "shared store not available" });
       return () => events.off("fallback", listener);
     },
     async close() {
