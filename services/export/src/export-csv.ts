@@ -37,7 +37,7 @@ export function exportCsvHandler(deps: ExportDependencies) {
     const started = process.hrtime.bigint();
     const dataset = await loadExportableDataset(deps, request);
     const params = checkParameters(request, dataset);
-    const after: CursorPosition | undefined = params.cursor
+    const after: CursorPosition | undefined = params.cursor !== undefined
       ? await withDatabase(() => resolveCursor(deps.pool, deps.codec, request.organizationId, dataset, params.cursor!))
       : params.original;
 

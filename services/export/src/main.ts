@@ -14,6 +14,8 @@ export interface RunningExportService {
 export interface StartOverrides {
   /** Replaces the SyncDatasets call (tests). */
   syncRegistry?: (organizationId: string) => Promise<void>;
+  /** Issues cursors of another version (tests of version retirement). */
+  cursorVersion?: number;
 }
 
 /** Starts the export service in this process (main, and in-process tests). */
@@ -30,7 +32,7 @@ export async function start(config: ExportConfig, overrides: StartOverrides = {}
       : undefined);
   const server = createExportServer({
     pool,
-    codec: new CursorCodec({ keyring: config.CURSOR_KEYS }),
+    codec: new CursorCodec({ keyring: config.CURSOR_KEYS, version: overrides.cursorVersion }),
     logger,
     syncRegistry,
     chunkBytes: config.EXPORT_CHUNK_BYTES,

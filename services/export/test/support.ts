@@ -25,7 +25,7 @@ export interface ExportHarness {
 }
 
 /** The export service in this process over real gRPC, against the run's database. */
-export async function startExport(env: Record<string, string> = {}): Promise<ExportHarness> {
+export async function startExport(env: Record<string, string> = {}, cursorVersion?: number): Promise<ExportHarness> {
   const config = exportConfigSchema.parse({
     DATABASE_URL: testDatabaseUrl(),
     GRPC_HOST: "127.0.0.1",
@@ -42,6 +42,7 @@ export async function startExport(env: Record<string, string> = {}): Promise<Exp
     syncRegistry: async (organizationId) => {
       syncCalls.push(organizationId);
     },
+    cursorVersion,
   });
   const client = createClient(ExportService, `127.0.0.1:${service.port}`);
   return {

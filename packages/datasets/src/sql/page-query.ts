@@ -132,7 +132,10 @@ export function buildPageQuery(dataset: PageDataset, request: PageRequest, codec
   const columns = dataset.columns.map((c) => `${source.expression(c)} AS ${identifier(c.key)}`);
   const order = grid ? `${ROW}.last_modified, ${ROW}.id, ${ROW}.row_index` : `${ROW}.last_modified, ${ROW}.id`;
 
-  return `SELECT ${[...columns, `${cursor} AS "_cursor"`].join(",\n  ")}
+  // Leads the statement so operators can tell exports apart in pg_stat_activity (query text is truncated).
+  const label = `/* export ${dataset.key.replace(/[^A-Za-z0-9_]/g, "_")} org=${request.organizationId.toLowerCase()} */`;
+  return `${label}
+SELECT ${[...columns, `${cursor} AS "_cursor"`].join(",\n  ")}
 FROM (
   SELECT t.* FROM ${source.table} t
   WHERE ${where.join("\n    AND ")}

@@ -1,0 +1,211 @@
+import { randomBytes, randomUUID } from "node:crypto";
+import type { Pool } from "pg";
+import type { ColumnSpec } from "@exportsvc/datasets";
+import { createTestOrganization, testPool } from "../../../test/support/db";
+import { exportError, exportPage, registerFixedDataset, startExport, TEST_CURSOR_KEYS, upsertRegistry, type ExportHarness } from "./support";
+
+let pool: Pool;
+let harness: ExportHarness;
+let org: string;
+const gridTable = `export_test_errgrid_${randomUUID().replace(/-/g, "").slice(0, 12)}`;
+const gridColumns: ColumnSpec[] = [
+  { key: "id", dataType: "uuid", source: { kind: "table", column: "id" } },
+  { key: "last_modified", dataType: "dateTime", source: { kind: "table", column: "last_modified" } },
+  { key: "row_index", dataType: "number", source: { kind: "table", column: "row_index" } },
+];
+let supplierCursor: string;
+
+beforeAll(async () => {
+  pool = testPool();
+  harness = await startExport();
+  org = await createTestOrganization(pool);
+  await registerFixedDataset(pool, org, "resources_suppliers");
+  await registerFixedDataset(pool, org, "resources_customers");
+  await pool.query(`INSERT INTO suppliers (organization_id, id, name) VALUES ($1, gen_random_uuid(), 'A'), ($1, gen_random_uuid(), 'B')`, [org]);
+  await pool.query(`CREATE TABLE ${gridTable} (organization_id uuid, id uuid, last_modified timestamptz, row_index int)`);
+  await pool.query(`INSERT INTO ${gridTable} VALUES ($1, gen_random_uuid(), now(), 1)`, [org]);
+  await upsertRegistry(pool, org, { key: "audit__rows", kind: "grid", sourceRef: randomUUID(), columns: gridColumns, tableName: gridTable });
+  await upsertRegistry(pool, org, { key: "broken_form", kind: "submission", sourceRef: randomUUID(), columns: gridColumns, state: "failed" });
+  await upsertRegistry(pool, org, { key: "old_name", kind: "submission", sourceRef: randomUUID(), columns: gridColumns, state: "retired" });
+  const page = await exportPage(harness.client, { organizationId: org, datasetKey: "resources_suppliers", limit: 1 });
+  supplierCursor = page.rows[0]._cursor;
+});
+
+afterAll(async () => {
+  await harness.stop();
+  await pool.query(`DROP TABLE IF EXISTS ${gridTable}`);
+  await pool.end();
+});
+
+const req = (datasetKey: string, extra: Record<string, unknown> = {}) => ({ organizationId: org, datasetKey, ...extra });
+const fail = (datasetKey: string, extra: Record<string, unknown> = {}) => exportError(harness.client, req(datasetKey, extra));
+
+describe("dataset look-up", () => {
+  it("answers 404 DATASET_NOT_FOUND for an unknown, retired or other organization's key", async () => {
+    for (const err of [await fail("nope"), await fail("old_name"), await exportError(harness.client, { organizationId: randomUUID(), datasetKey: "resources_suppliers" })]) {
+      expect(err).toMatchObject({ status: 404, errorCode: "DATASET_NOT_FOUND" });
+    }
+  });
+
+  it("answers 503 DATASET_NOT_EXPORTABLE (no Retry-After) for a failed dataset", async () => {
+    const err = await fail("broken_form");
+    expect(err).toMatchObject({ status: 503, errorCode: "DATASET_NOT_EXPORTABLE" });
+    expect(err.retryAfter).toBeUndefined();
+  });
+
+  it("a dataset that cannot be served wins over a wrong parameter", async () => {
+    expect(await fail("nope", { limit: 0 })).toMatchObject({ errorCode: "DATASET_NOT_FOUND" });
+    expect(await fail("broken_form", { limit: 9999, cursor: "x" })).toMatchObject({ errorCode: "DATASET_NOT_EXPORTABLE" });
+  });
+
+  it("brings the registry up to date first when a sync is pending", async () => {
+    await pool.query(`INSERT INTO registry_sync_queue (organization_id) VALUES ($1) ON CONFLICT DO NOTHING`, [org]);
+    await exportPage(harness.client, req("resources_suppliers"));
+    expect(harness.syncCalls).toContain(org);
+    await pool.query(`DELETE FROM registry_sync_queue WHERE organization_id = $1`, [org]);
+  });
+});
+
+describe("parameter checks, in the spec's order", () => {
+  it.each([0, -1, 5001])("limit %i is a 400 INVALID_PARAMETER naming limit", async (limit) => {
+    const err = await fail("resources_suppliers", { limit });
+    expect(err).toMatchObject({ status: 400, errorCode: "INVALID_PARAMETER" });
+    expect(Object.keys(err.errors ?? {})).toEqual(["limit"]);
+  });
+
+  it("accepts limit 5000 and an absent limit (default 5000)", async () => {
+    expect((await exportPage(harness.client, req("resources_suppliers", { limit: 5000 }))).rows).toHaveLength(2);
+    expect((await exportPage(harness.client, req("resources_suppliers"))).rows).toHaveLength(2);
+  });
+
+  it.each([
+    ["cursor with modifiedSince", { cursor: "abc", modifiedSinceMicros: 1n, after: randomUUID() }],
+    ["cursor with after", { cursor: "abc", after: randomUUID() }],
+    ["cursor with afterRowIndex", { cursor: "abc", afterRowIndex: 1n }],
+    ["modifiedSince alone", { modifiedSinceMicros: 1n }],
+    ["after alone", { after: randomUUID() }],
+    ["afterRowIndex without after", { modifiedSinceMicros: 1n, afterRowIndex: 2n }],
+  ])("%s is INVALID_CURSOR", async (_, extra) => {
+    expect(await fail("audit__rows", extra)).toMatchObject({ status: 400, errorCode: "INVALID_CURSOR" });
+  });
+
+  it("afterRowIndex on a dataset without row_index, or below 1, is INVALID_PARAMETER", async () => {
+    const base = { modifiedSinceMicros: 1n, after: randomUUID() };
+    const noRowIndex = await fail("resources_suppliers", { ...base, afterRowIndex: 1n });
+    expect(noRowIndex).toMatchObject({ status: 400, errorCode: "INVALID_PARAMETER" });
+    expect(noRowIndex.errors).toHaveProperty("afterRowIndex");
+    expect(await fail("audit__rows", { ...base, afterRowIndex: 0n })).toMatchObject({ status: 400, errorCode: "INVALID_PARAMETER" });
+  });
+
+  it("a grid paged with modifiedSince and after but no afterRowIndex is MISSING_PARAMETER", async () => {
+    const err = await fail("audit__rows", { modifiedSinceMicros: 1n, after: randomUUID() });
+    expect(err).toMatchObject({ status: 400, errorCode: "MISSING_PARAMETER" });
+  });
+
+  it("from/to on a dataset without completed_at is INVALID_PARAMETER", async () => {
+    const err = await fail("resources_suppliers", { fromMicros: 0n });
+    expect(err).toMatchObject({ status: 400, errorCode: "INVALID_PARAMETER" });
+    expect(err.errors).toHaveProperty("from");
+  });
+
+  it("limit is checked before the cursor", async () => {
+    expect(await fail("resources_suppliers", { limit: 0, cursor: "" })).toMatchObject({ errorCode: "INVALID_PARAMETER" });
+  });
+});
+
+describe("INVALID_CURSOR cases are distinguishable", () => {
+  const problem = async (datasetKey: string, cursor: string, client = harness) => {
+    const err = await exportError(client.client, req(datasetKey, { cursor }));
+    expect(err).toMatchObject({ status: 400, errorCode: "INVALID_CURSOR" });
+    return err.extensions?.cursorProblem;
+  };
+
+  it("accepts the cursor as issued", async () => {
+    const next = await exportPage(harness.client, req("resources_suppliers", { cursor: supplierCursor }));
+    expect(next.rows).toHaveLength(1);
+  });
+
+  it("empty", async () => expect(await problem("resources_suppliers", "")).toBe("empty"));
+  it("not a cursor at all", async () => expect(await problem("resources_suppliers", "hello-world")).toBe("not_a_cursor"));
+  it("'+' that arrived as a space", async () =>
+    expect(await problem("resources_suppliers", supplierCursor.replace(/[A-Za-z0-9]/, " "))).toBe("not_a_cursor"));
+  it("truncated", async () => expect(await problem("resources_suppliers", supplierCursor.slice(0, -3))).toBe("truncated"));
+  it("altered", async () => {
+    const i = 30;
+    const altered = supplierCursor.slice(0, i) + (supplierCursor[i] === "Q" ? "R" : "Q") + supplierCursor.slice(i + 1);
+    expect(await problem("resources_suppliers", altered)).toBe("altered");
+  });
+  it("issued for a different dataset", async () => expect(await problem("resources_customers", supplierCursor)).toBe("other_dataset"));
+
+  it("dataset reshaped since issue", async () => {
+    const reshapeOrg = await createTestOrganization(pool);
+    await registerFixedDataset(pool, reshapeOrg, "resources_suppliers");
+    await pool.query(`INSERT INTO suppliers (organization_id, id, name) VALUES ($1, gen_random_uuid(), 'A')`, [reshapeOrg]);
+    const { rows } = await exportPage(harness.client, { organizationId: reshapeOrg, datasetKey: "resources_suppliers" });
+    await registerFixedDataset(pool, reshapeOrg, "resources_suppliers", [
+      { id: randomUUID(), kind: "suppliers", key: "grade", name: "Grade", type: "Text" },
+    ]);
+    const err = await exportError(harness.client, { organizationId: reshapeOrg, datasetKey: "resources_suppliers", cursor: rows[0]._cursor });
+    expect(err.extensions?.cursorProblem).toBe("reshaped_dataset");
+  });
+
+  it("issued by a cursor version no longer read", async () => {
+    const nextVersion = await startExport({}, 2);
+    try {
+      expect(await problem("resources_suppliers", supplierCursor, nextVersion)).toBe("retired_version");
+      const fresh = (await exportPage(nextVersion.client, req("resources_suppliers", { limit: 1 }))).rows[0]._cursor;
+      expect((await exportPage(nextVersion.client, req("resources_suppliers", { cursor: fresh }))).rows).toHaveLength(1);
+    } finally {
+      await nextVersion.stop();
+    }
+  });
+
+  it("keeps verifying after the signing key rotates, refuses once the key is removed", async () => {
+    const [oldKey, otherKey] = TEST_CURSOR_KEYS.split(",");
+    const newKey = `11:${randomBytes(24).toString("base64")}`;
+    const rotated = await startExport({ CURSOR_KEYS: `${newKey},${oldKey}` });
+    const removed = await startExport({ CURSOR_KEYS: `${newKey},${otherKey}` });
+    try {
+      expect((await exportPage(rotated.client, req("resources_suppliers", { cursor: supplierCursor }))).rows).toHaveLength(1);
+      expect(await problem("resources_suppliers", supplierCursor, removed)).toBe("unknown_signing_key");
+    } finally {
+      await rotated.stop();
+      await removed.stop();
+    }
+  });
+});
+
+describe("cancellation", () => {
+  it("cancels the running query and releases the connection when the client goes away", async () => {
+    const bigOrg = await createTestOrganization(pool);
+    await registerFixedDataset(pool, bigOrg, "resources_suppliers");
+    await pool.query(
+      `INSERT INTO suppliers (organization_id, id, name, description)
+       SELECT $1, gen_random_uuid(), 'S' || g, repeat(md5(g::text), 256) FROM generate_series(1, 5000) g`,
+      [bigOrg],
+    );
+    const single = await startExport({ DB_POOL_MAX: "1", EXPORT_CHUNK_BYTES: "16384" });
+    try {
+      const stream = single.client.exportCsv({ organizationId: bigOrg, datasetKey: "resources_suppliers" });
+      await new Promise<void>((resolve) => stream.once("data", () => resolve()));
+      stream.pause(); // backpressure: the server stops reading from PostgreSQL mid-COPY
+      stream.on("error", () => undefined);
+      const running = async () =>
+        Number(
+          (
+            await pool.query(`SELECT count(*) FROM pg_stat_activity WHERE state = 'active' AND query LIKE 'COPY%' AND query LIKE $1 AND pid <> pg_backend_pid()`, [
+              `%${bigOrg}%`,
+            ])
+          ).rows[0].count,
+        );
+      expect(await running()).toBe(1);
+      stream.cancel();
+      while ((await running()) > 0) await new Promise((r) => setTimeout(r, 50));
+      // With a pool of one connection, the next export only runs if the cancelled one gave it back.
+      const next = await exportPage(single.client, { organizationId: bigOrg, datasetKey: "resources_suppliers", limit: 3 });
+      expect(next.rows).toHaveLength(3);
+    } finally {
+      await single.stop();
+    }
+  });
+});
