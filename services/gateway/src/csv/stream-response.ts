@@ -10,6 +10,7 @@ export const CSV_CONTENT_TYPE = "text/csv; charset=utf-8";
 /** One page of CSV as the export service streams it: byte chunks, cancellable. */
 export interface CsvChunkStream extends AsyncIterable<{ data: Uint8Array }> {
   cancel(): void;
+  on(event: "error", listener: (err: Error) => void): unknown;
 }
 
 export interface CsvStreamOptions {
@@ -39,6 +40,9 @@ export async function sendCsvStream(ctx: Context, call: CsvChunkStream, options:
     call.cancel();
   };
   res.once("close", cancelUnlessFinished);
+  // Errors reach us through the iterator; this keeps a late one (e.g. CANCELLED after the iterator
+  // was released) from being an unhandled 'error' event that would crash the process.
+  call.on("error", () => undefined);
 
   const chunks = call[Symbol.asyncIterator]();
   const head: Buffer[] = [UTF8_BOM];
