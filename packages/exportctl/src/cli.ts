@@ -5,7 +5,7 @@
  */
 import { Command, CommanderError } from "commander";
 import { ConfigError } from "@exportsvc/common";
-import { createOrm, createPool, migrate, type MikroORM } from "@exportsvc/db";
+import { createOrm, createPool, isDatabaseUnavailable, migrate, type MikroORM } from "@exportsvc/db";
 import type { Pool } from "pg";
 import { applyDocument } from "./apply/apply";
 import { readDocumentFile } from "./apply/validate";
@@ -101,6 +101,7 @@ export function buildProgram(): Command {
           `secret:  ${r.secret}`,
           `org:     ${r.organizationId}`,
           `expires: ${r.expiresAt ?? "never"}`,
+          ...(r.organizationExportEnabled ? [] : ["", `note: export is disabled for this organization; the key answers 404 until: exportctl org enable ${r.organizationId}`]),
           "",
           "The secret is shown only now; store it safely (it cannot be recovered, only revoked and reissued).",
         ].join("\n"),
@@ -149,6 +150,11 @@ export function buildProgram(): Command {
 
 export async function main(argv: string[]): Promise<number> {
   const program = buildProgram();
+  const jsonErrors = () => (program.opts() as GlobalOptions).json === true;
+  const fail = (code: number, error: string, message: string, problems: string[] = []) => {
+    process.stderr.write(jsonErrors() ? `${JSON.stringify({ error, message, problems })}\n` : `exportctl: ${message}\n`);
+    return code;
+  };
   try {
     await program.parseAsync(argv);
     return 0;
@@ -157,21 +163,10 @@ export async function main(argv: string[]): Promise<number> {
       // Help and version exit 0; usage errors were already printed by commander.
       return err.exitCode === 0 ? 0 : 2;
     }
-    if (err instanceof ConfigError) {
-      process.stderr.write(`exportctl: ${err.message}\n`);
-      return 1;
-    }
-    if (isExportctlError(err)) {
-      process.stderr.write(`exportctl: ${err.message}\n`);
-      return 1;
-    }
-    const e = err as { code?: string; message?: string };
-    if (e?.code === "ECONNREFUSED" || /connect|password authentication|does not exist/i.test(e?.message ?? "")) {
-      process.stderr.write(`exportctl: database error: ${e.message}\n`);
-      return 3;
-    }
-    process.stderr.write(`exportctl: unexpected failure: ${err instanceof Error ? (err.stack ?? err.message) : String(err)}\n`);
-    return 3;
+    if (err instanceof ConfigError) return fail(1, "CONFIGURATION", err.message, err.problems);
+    if (isExportctlError(err)) return fail(1, err.code, err.message, err.problems);
+    if (isDatabaseUnavailable(err)) return fail(3, "DATABASE_UNAVAILABLE", `database unavailable: ${(err as Error).message}`);
+    return fail(3, "UNEXPECTED", `unexpected failure: ${err instanceof Error ? (err.stack ?? err.message) : String(err)}`);
   }
 }
 

@@ -10,6 +10,8 @@ export interface IssuedApiKey {
   organizationId: string;
   description: string;
   expiresAt: string | null;
+  /** Whether the organization is enabled for export (a key of a disabled one gets 404s). */
+  organizationExportEnabled: boolean;
 }
 
 export interface KeySummary {
@@ -42,7 +44,12 @@ export async function issueKey(
   if (description === "") throw new ExportctlError("INVALID_ARGUMENT", "--description must not be empty (it says who the key is for)");
   const expiresAt = parseExpiry(opts.expiresAt);
   const em = orm.em.fork();
-  const org = await em.getConnection().execute<{ id: string }[]>("SELECT id FROM organizations WHERE id = ?", [organizationId]);
+  const org = await em
+    .getConnection()
+    .execute<{ enabled: boolean | null }[]>(
+      "SELECT e.export_enabled AS enabled FROM organizations o LEFT JOIN export_organizations e ON e.organization_id = o.id WHERE o.id = ?",
+      [organizationId],
+    );
   if (org.length === 0) throw new ExportctlError("NOT_FOUND", `organization ${organizationId} does not exist`);
   const issued = generateApiKey();
   const key = em.create(ApiKeySchema, {
@@ -55,7 +62,14 @@ export async function issueKey(
     revokedAt: null,
   });
   await em.persist(key).flush();
-  return { keyId: issued.id, secret: issued.secret, organizationId, description, expiresAt: expiresAt?.toISOString() ?? null };
+  return {
+    keyId: issued.id,
+    secret: issued.secret,
+    organizationId,
+    description,
+    expiresAt: expiresAt?.toISOString() ?? null,
+    organizationExportEnabled: org[0].enabled === true,
+  };
 }
 
 function summarize(k: ApiKey, now = Date.now()): KeySummary {

@@ -236,4 +236,27 @@ describe("applyDocument", () => {
     await applyDocument(pool, doc([f1, f2]));
     expect(await versions()).toEqual([{ version: 1, published: true, n: 1 }, { version: 2, published: true, n: 2 }]);
   });
+
+  test("a resourceSelect value stores a snapshot of the record, taken once and kept on re-apply", async () => {
+    const org = await createTestOrganization(pool);
+    const [form, field, supplier, sub] = [randomUUID(), randomUUID(), randomUUID(), randomUUID()];
+    const doc = (supplierName: string): ApplyDocumentInput => ({
+      organization: org,
+      suppliers: [{ id: supplier, name: supplierName, status: "Approved" }],
+      forms: [{ id: form, name: "Audit", recordPrefix: "AU", fields: [{ id: field, key: "supplier", label: "Supplier", type: "resourceSelect", resourceKind: "suppliers" }] }],
+      submissions: [{ id: sub, formId: form, values: { supplier: { id: supplier } } }],
+    });
+    await applyDocument(pool, doc("Mill"));
+    const value = async () => (await pool.query(`SELECT "values" -> $2 AS v FROM submissions WHERE organization_id = $1`, [org, field])).rows[0].v;
+    expect(await value()).toMatchObject({ id: supplier, record: { id: supplier, name: "Mill", status: "Approved" } });
+    const r = await applyDocument(pool, doc("Mill Renamed"));
+    expect(r.sections.suppliers.updated).toBe(1);
+    expect(r.sections.submissions.unchanged).toBe(1);
+    expect((await value()).record.name).toBe("Mill");
+    await expectRejected(
+      { ...doc("Mill"), submissions: [{ id: sub, formId: form, values: { supplier: { id: randomUUID() } } }] },
+      "UNKNOWN_REFERENCE",
+      /submissions\[0\]\.values\.supplier\.id: unknown supplier/,
+    );
+  });
 });

@@ -81,14 +81,16 @@ async function applyInTransaction(client: PoolClient, doc: ApplyDocument): Promi
   }
 
   // Submissions: values keyed by field id; resourceSelect snapshots are taken after resources load.
-  const snapshots: { target: { id: string; record?: unknown }; kind: RefKind }[] = [];
+  const snapshots: PendingSnapshot[] = [];
+  let currentSubmission = "";
   const valueContext: ValueContext = {
     problems,
     reference: (kind, id, path) => refs.add(kind, id, path),
-    snapshot: (target, kind) => snapshots.push({ target, kind }),
+    snapshot: (target, kind, locator) => snapshots.push({ target, kind, submissionId: currentSubmission, locator }),
   };
   const submissions = (doc.submissions ?? []).map((s, i) => {
     const path = `submissions[${i}]`;
+    currentSubmission = s.id;
     refs.add("forms", s.formId, `${path}.formId`);
     if (s.siteId) refs.add("sites", s.siteId, `${path}.siteId`);
     const fields = formFields.get(s.formId);
@@ -389,8 +391,34 @@ const SNAPSHOT_TABLE: Partial<Record<RefKind, string>> = Object.fromEntries(
   [...Object.keys(ATTRIBUTE_KINDS), "documents", "sites", "teams"].map((k) => [k, TABLE_OF[k as RefKind]]),
 );
 
-/** A resourceSelect value given without `record` stores the referenced record as it stands now. */
-async function fillSnapshots(client: PoolClient, org: string, snapshots: { target: { id: string; record?: unknown }; kind: RefKind }[]): Promise<void> {
+interface PendingSnapshot {
+  target: { id: string; record?: unknown };
+  kind: RefKind;
+  submissionId: string;
+  locator: (string | number)[];
+}
+
+/**
+ * A resourceSelect value given without `record` keeps the snapshot its submission already stores
+ * for the same record (a snapshot is taken once, when the value is captured); otherwise it stores
+ * the referenced record as it stands now.
+ */
+async function fillSnapshots(client: PoolClient, org: string, snapshots: PendingSnapshot[]): Promise<void> {
+  if (snapshots.length === 0) return;
+  const storedValues = await client.query<{ id: string; values: unknown }>(
+    `SELECT id::text AS id, "values" FROM submissions WHERE organization_id = $1 AND id = ANY($2::uuid[])`,
+    [org, [...new Set(snapshots.map((s) => s.submissionId))]],
+  );
+  const valuesOf = new Map(storedValues.rows.map((r) => [r.id, r.values]));
+  const pending: PendingSnapshot[] = [];
+  for (const s of snapshots) {
+    let at: unknown = valuesOf.get(s.submissionId);
+    for (const step of s.locator) at = at !== null && typeof at === "object" ? (at as Record<string | number, unknown>)[step] : undefined;
+    const kept = at as { id?: unknown; record?: unknown } | undefined;
+    if (kept && kept.id === s.target.id && kept.record !== null && typeof kept.record === "object") s.target.record = kept.record;
+    else pending.push(s);
+  }
+  snapshots = pending;
   const byKind = new Map<RefKind, Set<string>>();
   for (const s of snapshots) {
     if (!byKind.has(s.kind)) byKind.set(s.kind, new Set());
@@ -406,7 +434,7 @@ async function fillSnapshots(client: PoolClient, org: string, snapshots: { targe
     for (const r of rows.rows) records.set(`${kind}:${r.id}`, r.record);
   }
   // A record the same document deletes has no row to copy: the snapshot is then just its id.
-  for (const s of snapshots) s.target.record = records.get(`${s.kind}:${s.target.id}`) ?? { id: s.target.id };
+  for (const s of pending) s.target.record = records.get(`${s.kind}:${s.target.id}`) ?? { id: s.target.id };
 }
 
 async function submissionRows(

@@ -9,8 +9,11 @@ export interface ValueContext {
   problems: string[];
   /** Records a reference to check (resourceSelect ids). */
   reference(kind: RefKind, id: string, path: string): void;
-  /** A resourceSelect value whose record snapshot the loader fills in after loading resources. */
-  snapshot(target: { id: string; record?: unknown }, kind: RefKind): void;
+  /**
+   * A resourceSelect value given without `record`: the loader keeps the snapshot already stored at
+   * `locator` (field ids and grid row indexes from the values root) for the same id, or takes one.
+   */
+  snapshot(target: { id: string; record?: unknown }, kind: RefKind, locator: (string | number)[]): void;
 }
 
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
@@ -27,7 +30,13 @@ export function findField(fields: FieldInput[], keyOrId: string): FieldInput | u
 }
 
 /** Values of one level (a submission, or one grid row) → object keyed by field id. */
-export function resolveValues(fields: FieldInput[], values: Record<string, unknown>, path: string, ctx: ValueContext): Record<string, unknown> {
+export function resolveValues(
+  fields: FieldInput[],
+  values: Record<string, unknown>,
+  path: string,
+  ctx: ValueContext,
+  locator: (string | number)[] = [],
+): Record<string, unknown> {
   const out: Record<string, unknown> = {};
   for (const [name, value] of Object.entries(values)) {
     const here = `${path}.${name}`;
@@ -40,13 +49,13 @@ export function resolveValues(fields: FieldInput[], values: Record<string, unkno
       ctx.problems.push(`${here}: field '${field.key}' is given twice (by key and by id)`);
       continue;
     }
-    const stored = resolveValue(field, value, here, ctx);
+    const stored = resolveValue(field, value, here, ctx, [...locator, field.id]);
     if (stored !== undefined) out[field.id] = stored;
   }
   return out;
 }
 
-function resolveValue(field: FieldInput, value: unknown, path: string, ctx: ValueContext): unknown {
+function resolveValue(field: FieldInput, value: unknown, path: string, ctx: ValueContext, locator: (string | number)[]): unknown {
   const bad = (expected: string) => {
     ctx.problems.push(`${path}: a ${field.type} value must be ${expected}, got ${JSON.stringify(value)?.slice(0, 60)}`);
     return undefined;
@@ -99,7 +108,7 @@ function resolveValue(field: FieldInput, value: unknown, path: string, ctx: Valu
       if (value.record !== undefined) stored.record = value.record;
       else {
         ctx.reference(kind, stored.id, `${path}.id`);
-        ctx.snapshot(stored, kind);
+        ctx.snapshot(stored, kind, locator);
       }
       return stored;
     }
@@ -108,7 +117,7 @@ function resolveValue(field: FieldInput, value: unknown, path: string, ctx: Valu
       return Array.isArray(value) && value.every((v) => typeof v === "string") ? value : bad("an array of file names");
     case "grid":
       if (!Array.isArray(value) || !value.every(isPlainObject)) return bad("an array of row objects");
-      return value.map((row, i) => resolveValues(field.fields ?? [], row as Record<string, unknown>, `${path}[${i}]`, ctx));
+      return value.map((row, i) => resolveValues(field.fields ?? [], row as Record<string, unknown>, `${path}[${i}]`, ctx, [...locator, i]));
     case "heading":
     case "instructions":
       return bad("absent (the field holds no value)");
