@@ -40,7 +40,11 @@ export function createMemoryStore(options: MemoryStoreOptions = {}): SharedStore
     for (const [member, score] of members) if (score <= max) members.delete(member);
   };
 
-  const minScore = (members: Map<string, number>): number => Math.min(...members.values());
+  const minScore = (members: Map<string, number>): number => {
+    let min = Infinity;
+    for (const score of members.values()) if (score < min) min = score;
+    return min;
+  };
 
   const sweep = setInterval(() => {
     const now = clock.now();
