@@ -83,6 +83,9 @@ describe("CursorCodec", () => {
   it("builds its SQL only from hex literals and the given column expressions", () => {
     const sql = codec.sqlExpression(binding, { lastModified: "r.last_modified", id: "r.id" });
     expect(sql).not.toContain("first-secret");
+    expect(sql).not.toContain(Buffer.from("first-secret").toString("hex"));
+    // One SHA-256 per row: the single-block keyed hash, not HMAC's nested pair.
+    expect(sql.match(/sha256\(/g)).toHaveLength(1);
     expect(sql.replace(/'\\x[0-9a-f]+'::bytea/g, "").replace("'base64'", "")).not.toContain("'");
     expect(sql).toContain("timestamptz_send(r.last_modified)");
   });
