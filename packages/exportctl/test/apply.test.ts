@@ -1,6 +1,8 @@
 import { randomUUID } from "node:crypto";
+import { readFileSync } from "node:fs";
+import { join } from "node:path";
 import type { Pool } from "pg";
-import { applyDocument, demoDocument, demoHistoryDocument, ExportctlError, type ApplyDocumentInput } from "@exportsvc/exportctl";
+import { applyDocument, demoDocument, demoHistoryDocument, ExportctlError, readDocumentText, type ApplyDocumentInput } from "@exportsvc/exportctl";
 import { createTestOrganization, testPool } from "../../../test/support/db";
 
 let pool: Pool;
@@ -258,5 +260,17 @@ describe("applyDocument", () => {
       "UNKNOWN_REFERENCE",
       /submissions\[0\]\.values\.supplier\.id: unknown supplier/,
     );
+  });
+
+  test("the full example of docs/apply-format.md loads (into a fresh organization)", async () => {
+    const org = await createTestOrganization(pool);
+    const markdown = readFileSync(join(__dirname, "..", "..", "..", "docs", "apply-format.md"), "utf8");
+    const yaml = /## Full example\s+```yaml\n([\s\S]*?)```/.exec(markdown)![1].replace("7b0c2f4e-1d3a-4c5b-8e6f-9a0b1c2d3e4f", org);
+    const result = await applyDocument(pool, readDocumentText(yaml, "apply-format.md"));
+    for (const section of ["sites", "suppliers", "documents", "forms", "submissions", "deviations", "recipes", "chemicals"]) {
+      expect(result.sections[section].inserted).toBeGreaterThan(0);
+    }
+    const deviation = await pool.query("SELECT code, status, signed_at::text FROM deviations WHERE organization_id = $1", [org]);
+    expect(deviation.rows).toEqual([{ code: "DEV-1", status: "Resolved", signed_at: "2024-05-02 11:01:00+00" }]);
   });
 });
