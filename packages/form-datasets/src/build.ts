@@ -1,5 +1,4 @@
 import type { Pool, PoolClient } from "pg";
-import { FIXED_DATASETS } from "@exportsvc/datasets";
 import { deriveFormDatasets, fieldIdsWithColumns, type DatasetPlan, type PreviousDataset } from "./derive";
 import { mergeRetainedFields, parseFieldTree } from "./fields";
 import { createIndexesSql, createTableSql, renderRowsSql, tableColumnNames } from "./render-sql";
@@ -99,7 +98,7 @@ export async function rebuildFormInTransaction(
     formName: form.rows[0].name,
     fields,
     previous,
-    takenKeys: [...taken.rows.map((r) => r.key), ...FIXED_DATASETS.map((d) => d.key)],
+    takenKeys: taken.rows.map((r) => r.key),
   });
   const generation = Math.max(0, ...previous.map((p) => p.generation)) + 1;
 

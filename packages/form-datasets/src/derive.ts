@@ -1,5 +1,5 @@
 import { createHash } from "node:crypto";
-import type { DataType } from "@exportsvc/datasets";
+import { FIXED_DATASETS, type DataType } from "@exportsvc/datasets";
 import { assignDatasetKeys, assignUniqueNames, directName, normalizeName, truncateWithHash } from "@exportsvc/naming";
 import {
   GRID_ENVELOPE,
@@ -28,7 +28,7 @@ export interface DeriveInput {
   fields: FormField[];
   /** This form's registry rows, any state. */
   previous: PreviousDataset[];
-  /** Every key the organization's registry holds (any state) plus the fixed dataset keys. */
+  /** Every key the organization's registry holds (any state); fixed dataset keys are added here. */
   takenKeys: Iterable<string>;
 }
 
@@ -73,7 +73,8 @@ export function deriveFormDatasets(input: DeriveInput): DatasetPlan[] {
   const previousBySource = latestBySourceRef(input.previous);
   const currentKeyBySource = new Map<string, string>();
   for (const p of input.previous) if (p.state !== "retired") currentKeyBySource.set(p.sourceRef, p.key);
-  const taken = new Set(input.takenKeys);
+  // The fixed datasets' keys are taken in every organization, synced into its registry or not.
+  const taken = new Set([...input.takenKeys, ...FIXED_DATASETS.map((d) => d.key)]);
 
   interface Node {
     sourceRef: string;

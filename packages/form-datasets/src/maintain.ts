@@ -52,6 +52,7 @@ async function runOneRebuildRequest(pool: Pool, result: ApplyResult): Promise<bo
     );
     if (claimed.rowCount === 0) {
       await client.query("COMMIT");
+      client.release();
       return false;
     }
     const { organization_id: orgId, form_id: formId } = claimed.rows[0];

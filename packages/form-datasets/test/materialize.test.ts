@@ -1,0 +1,501 @@
+import type { Pool } from "pg";
+import { applyPendingChanges, buildDataset, type FormField } from "../src";
+import {
+  changeVersion,
+  createTestOrganization,
+  datasetRows,
+  field,
+  insertForm,
+  insertSite,
+  insertSubmission,
+  publish,
+  registryRow,
+  registryRows,
+  tableExists,
+  testPool,
+  uuid,
+} from "./support";
+
+// One file for every database test of the engine: the change consumer is global (it drains every
+// organization's log), so tests that call it must not run beside tests that count rebuilds.
+let pool: Pool;
+beforeAll(() => {
+  pool = testPool();
+});
+afterAll(async () => {
+  await pool.end();
+});
+
+/** Build requests queued by publishing in a test that calls buildDataset itself. */
+const discardQueuedRebuilds = (orgId: string) => pool.query("DELETE FROM form_dataset_changes WHERE organization_id = $1 AND kind = 'rebuild'", [orgId]);
+
+/** Drains the change log (other organizations' changes included) until nothing is left to do. */
+async function drain(): Promise<void> {
+  for (let i = 0; i < 20; i++) {
+    const r = await applyPendingChanges(pool, { batchSize: 200 });
+    if (r.consumed === 0 && r.rebuilds === 0 && r.deferred === 0) return;
+  }
+  throw new Error("change log did not drain");
+}
+
+describe("rebuild: every value form", () => {
+  it("renders envelope and field columns as their final CSV text", async () => {
+    const orgId = await createTestOrganization(pool);
+    const siteParent = await insertSite(pool, orgId, { name: "North", timeZone: "Europe/Berlin" });
+    const parentPath = (await pool.query("SELECT path FROM sites WHERE id = $1", [siteParent])).rows[0].path;
+    const siteId = await insertSite(pool, orgId, { name: "Plant 1", timeZone: "Europe/Berlin", parentPath });
+    const fields: FormField[] = [
+      field("text", "operator", "Operator"),
+      field("number", "temperature", "Temperature", { requiresVerification: true }),
+      field("yesNo", "passed", "Passed"),
+      field("date", "production_date", "Production date"),
+      field("dateTime", "sampled_local", "Sampled"),
+      field("time", "shift", "Shift"),
+      field("select", "line", "Line", { options: [{ key: "l1", label: "Line 1" }] }),
+      field("checkboxGroup", "allergens", "Allergens", { options: [{ key: "milk", label: "Milk" }, { key: "nuts", label: "Nuts" }] }),
+      field("survey", "quality", "Quality", { options: [{ key: "good", label: "Good" }], questions: [{ key: "taste", label: "Taste" }, { key: "smell", label: "Smell" }] }),
+      field("signature", "approver", "Approver"),
+      field("resourceSelect", "supplier", "Supplier", { resourceKind: "suppliers" }),
+      field("attachment", "files", "Files"),
+      field("photo", "pictures", "Pictures"),
+      field("heading", "h", "Heading"),
+    ];
+    const byKey = Object.fromEntries(fields.map((f) => [f.key, f.id]));
+    const formId = await insertForm(pool, orgId, "Value Forms", fields);
+    const supplierId = uuid();
+    const full = await insertSubmission(pool, orgId, formId, {
+      siteId,
+      recordId: "F-1",
+      status: "Completed",
+      startedAt: "2024-03-01T08:00:00Z",
+      completedAt: "2024-03-01T09:30:15.250Z",
+      lastModified: "2024-07-01T12:00:00Z",
+      values: {
+        [byKey.operator]: 'Anna, "B"',
+        [byKey.temperature]: 12.5,
+        [byKey.passed]: true,
+        [byKey.production_date]: "2024-02-29",
+        [byKey.sampled_local]: "2024-03-01T10:00:00+01:00",
+        [byKey.shift]: "06:30",
+        [byKey.line]: "l1",
+        [byKey.allergens]: ["milk"],
+        [byKey.quality]: { taste: "good", smell: "gone" },
+        [byKey.approver]: { name: "Boss", date: "2024-03-02T00:00:00Z" },
+        [byKey.supplier]: { id: supplierId.toUpperCase(), record: { id: supplierId, name: "Acme" } },
+        [byKey.files]: ["a.pdf", "b.pdf"],
+        [byKey.pictures]: [],
+      },
+      verifications: { [byKey.temperature]: "2024-03-01T09:00:00.123456Z" },
+    });
+    const sparse = await insertSubmission(pool, orgId, formId, {
+      status: "InProgress",
+      archived: true,
+      lastModified: "2024-07-02T00:00:00Z",
+      values: {
+        [byKey.temperature]: "n/a",
+        [byKey.passed]: "yes",
+        [byKey.production_date]: "2024-02-30",
+        [byKey.sampled_local]: "2024-03-01 10:00",
+        [byKey.line]: "removed-option",
+        [byKey.supplier]: { id: "not-a-uuid" },
+      },
+    });
+    await discardQueuedRebuilds(orgId);
+
+    const result = await buildDataset(pool, orgId, formId);
+    expect(result).toMatchObject({ status: "built", datasets: ["value_forms"] });
+    const rows = await datasetRows(pool, orgId, "value_forms");
+    expect(rows).toEqual([
+      {
+        id: full,
+        record_id: "F-1",
+        site_id: siteId,
+        site_name: "Plant 1",
+        site_path: `${siteParent}.${siteId}`,
+        status: "Completed",
+        is_archived: "f",
+        started_at: "2024-03-01 08:00:00+00",
+        started_at_local: "2024-03-01 09:00:00",
+        completed_at: "2024-03-01 09:30:15.25+00",
+        completed_at_local: "2024-03-01 10:30:15.25",
+        last_modified: "2024-07-01 12:00:00+00",
+        last_modified_local: "2024-07-01 14:00:00",
+        operator: 'Anna, "B"',
+        temperature: "12.5",
+        verification_temperature: "2024-03-01 10:00:00.123456",
+        passed: "t",
+        production_date: "2024-02-29",
+        sampled_local: "2024-03-01 09:00:00+00",
+        shift: "06:30",
+        line: "Line 1",
+        allergens__milk: "t",
+        allergens__nuts: "f",
+        quality__taste: "Good",
+        quality__smell: "gone",
+        approver_name: "Boss",
+        approver_date: "2024-03-02 00:00:00+00",
+        supplier: JSON.stringify({ id: supplierId, name: "Acme" }).replace(/":/g, '": ').replace(/,"/g, ', "'),
+        supplier_id: supplierId,
+        files: "a.pdf, b.pdf",
+        pictures: null,
+      },
+      {
+        id: sparse,
+        record_id: expect.any(String),
+        site_id: null,
+        site_name: null,
+        site_path: null,
+        status: "InProgress",
+        is_archived: "t",
+        started_at: null,
+        started_at_local: null,
+        completed_at: null,
+        completed_at_local: null,
+        last_modified: "2024-07-02 00:00:00+00",
+        last_modified_local: null,
+        operator: null,
+        temperature: null,
+        verification_temperature: null,
+        passed: null,
+        production_date: null,
+        sampled_local: null,
+        shift: null,
+        line: "removed-option",
+        allergens__milk: null,
+        allergens__nuts: null,
+        quality__taste: null,
+        quality__smell: null,
+        approver_name: null,
+        approver_date: null,
+        supplier: null,
+        supplier_id: null,
+        files: null,
+        pictures: null,
+      },
+    ]);
+    const entry = await registryRow(pool, orgId, "value_forms");
+    expect(entry).toMatchObject({ kind: "submission", source_ref: formId, display_name: "Value Forms", state: "ready", parent_key: null });
+    expect(entry.table_name).toMatch(/^form_ds\.t_[0-9a-f]{16}_g1$/);
+    expect(entry.columns.every((c) => c.source.kind === "table")).toBe(true);
+    const orgCol = await pool.query(`SELECT DISTINCT organization_id FROM ${entry.table_name}`);
+    expect(orgCol.rows).toEqual([{ organization_id: orgId }]);
+  });
+});
+
+describe("rebuild: grids", () => {
+  it("three-deep grids: row_index across the submission in the order of enclosing rows, ancestor indexes", async () => {
+    const orgId = await createTestOrganization(pool);
+    const reading = field("number", "value", "Value");
+    const readings = field("grid", "readings", "Readings", { fields: [reading] });
+    const batch = field("text", "batch", "Batch");
+    const batches = field("grid", "batches", "Batches", { fields: [batch, readings] });
+    const line = field("text", "line", "Line");
+    const lines = field("grid", "lines", "Lines", { fields: [line, batches] });
+    const formId = await insertForm(pool, orgId, "Grid Form", [lines]);
+    const rb = (b: string, values: number[]) => ({ [batch.id]: b, [readings.id]: values.map((v) => ({ [reading.id]: v })) });
+    const sub = await insertSubmission(pool, orgId, formId, {
+      completedAt: "2024-05-05T05:05:05Z",
+      values: {
+        [lines.id]: [
+          { [line.id]: "L1", [batches.id]: [rb("B1", [1, 2]), rb("B2", [3])] },
+          { [line.id]: "L2", [batches.id]: [] },
+          { [line.id]: "L3", [batches.id]: [rb("B3", [4])] },
+        ],
+      },
+    });
+    await discardQueuedRebuilds(orgId);
+    const result = await buildDataset(pool, orgId, formId);
+    expect(result.datasets).toEqual(["grid_form", "grid_form__lines", "grid_form__lines__batches", "grid_form__lines__batches__readings"]);
+
+    const lm = (await pool.query("SELECT last_modified::text AS t FROM submissions WHERE id = $1", [sub])).rows[0].t;
+    const pick = (rows: Record<string, string | null>[], keys: string[]) => rows.map((r) => keys.map((k) => r[k]));
+    const lineRows = await datasetRows(pool, orgId, "grid_form__lines");
+    expect(lineRows.every((r) => r.id === sub && r.last_modified === lm)).toBe(true);
+    expect(pick(lineRows, ["row_index", "line"])).toEqual([["1", "L1"], ["2", "L2"], ["3", "L3"]]);
+    expect(pick(await datasetRows(pool, orgId, "grid_form__lines__batches"), ["row_index", "lines_row_index", "batch"])).toEqual([
+      ["1", "1", "B1"],
+      ["2", "1", "B2"],
+      ["3", "3", "B3"],
+    ]);
+    expect(pick(await datasetRows(pool, orgId, "grid_form__lines__batches__readings"), ["row_index", "lines_row_index", "batches_row_index", "value"])).toEqual([
+      ["1", "1", "1", "1"],
+      ["2", "1", "1", "2"],
+      ["3", "1", "2", "3"],
+      ["4", "3", "3", "4"],
+    ]);
+    const readingsEntry = await registryRow(pool, orgId, "grid_form__lines__batches__readings");
+    expect(readingsEntry).toMatchObject({ kind: "grid", parent_key: "grid_form__lines__batches", display_name: "Grid Form - Lines - Batches - Readings" });
+    expect(readingsEntry.source_ref).toBe(`${formId}/${lines.id}/${batches.id}/${readings.id}`);
+    const typed = await pool.query(`SELECT completed_at::text AS c, row_index FROM ${readingsEntry.table_name} ORDER BY row_index`);
+    expect(typed.rows.map((r) => [r.c, r.row_index])).toEqual([1, 2, 3, 4].map((i) => ["2024-05-05 05:05:05+00", i]));
+  });
+});
+
+describe("rebuild lifecycle", () => {
+  it("colliding form names: the first keeps the plain key, later ones get the form-id hash, then a suffix", async () => {
+    const orgId = await createTestOrganization(pool);
+    const a = await insertForm(pool, orgId, "Audit", []);
+    const b = await insertForm(pool, orgId, "audit!", []);
+    await discardQueuedRebuilds(orgId);
+    expect((await buildDataset(pool, orgId, a)).datasets).toEqual(["audit"]);
+    const second = await buildDataset(pool, orgId, b);
+    expect(second.datasets[0]).toMatch(/^audit_[0-9a-f]{8}$/);
+    // Rebuilding the first again keeps its plain name.
+    expect((await buildDataset(pool, orgId, a)).datasets).toEqual(["audit"]);
+    expect((await buildDataset(pool, orgId, b)).datasets).toEqual(second.datasets);
+  });
+
+  it("rebuild swaps to a new generation, drops the old table, moves the change counter; rename retires the old key", async () => {
+    const orgId = await createTestOrganization(pool);
+    const text = field("text", "note", "Note");
+    const formId = await insertForm(pool, orgId, "Inspection", [text]);
+    await insertSubmission(pool, orgId, formId, { values: { [text.id]: "one" } });
+    await discardQueuedRebuilds(orgId);
+    await buildDataset(pool, orgId, formId);
+    const first = await registryRow(pool, orgId, "inspection");
+    const v1 = await changeVersion(pool, orgId, "inspection");
+
+    await buildDataset(pool, orgId, formId);
+    const second = await registryRow(pool, orgId, "inspection");
+    expect(second.generation).toBe(first.generation + 1);
+    expect(second.table_name).not.toBe(first.table_name);
+    expect(second.shape_fingerprint).toBe(first.shape_fingerprint);
+    expect(await tableExists(pool, first.table_name!)).toBe(false);
+    expect(await changeVersion(pool, orgId, "inspection")).toBeGreaterThan(v1);
+
+    await pool.query("UPDATE forms SET name = 'Inspection 2' WHERE organization_id = $1 AND id = $2", [orgId, formId]);
+    await discardQueuedRebuilds(orgId);
+    const renamed = await buildDataset(pool, orgId, formId);
+    expect(renamed).toMatchObject({ status: "built", datasets: ["inspection_2"], retired: ["inspection"] });
+    expect(await registryRow(pool, orgId, "inspection")).toMatchObject({ state: "retired", table_name: null });
+    expect((await datasetRows(pool, orgId, "inspection_2")).map((r) => r.note)).toEqual(["one"]);
+    expect(await tableExists(pool, second.table_name!)).toBe(false);
+
+    // The retired key stays taken: another form named like it gets the hash.
+    const other = await insertForm(pool, orgId, "Inspection", []);
+    await discardQueuedRebuilds(orgId);
+    expect((await buildDataset(pool, orgId, other)).datasets[0]).toMatch(/^inspection_[0-9a-f]{8}$/);
+  });
+
+  it("removed fields keep their columns (empty for new data); retyped fields change columns; a removed grid keeps its dataset", async () => {
+    const orgId = await createTestOrganization(pool);
+    const keep = field("text", "keep", "Keep");
+    const removed = field("number", "weight", "Weight");
+    const retyped = field("text", "status_note", "Status note");
+    const child = field("text", "item", "Item");
+    const grid = field("grid", "rows", "Rows", { fields: [child] });
+    const formId = await insertForm(pool, orgId, "Evolving", [keep, removed, retyped, grid]);
+    await insertSubmission(pool, orgId, formId, {
+      lastModified: "2024-01-01T00:00:00Z",
+      values: { [keep.id]: "k", [removed.id]: 5, [retyped.id]: "x", [grid.id]: [{ [child.id]: "i1" }] },
+    });
+    await discardQueuedRebuilds(orgId);
+    await buildDataset(pool, orgId, formId);
+
+    await publish(pool, orgId, formId, [keep, { ...retyped, type: "checkboxGroup", options: [{ key: "x", label: "X" }] }]);
+    await insertSubmission(pool, orgId, formId, { lastModified: "2024-01-02T00:00:00Z", values: { [keep.id]: "k2", [removed.id]: 7, [retyped.id]: ["x"] } });
+    await discardQueuedRebuilds(orgId);
+    await buildDataset(pool, orgId, formId);
+    const entry = await registryRow(pool, orgId, "evolving");
+    expect(entry.columns.slice(13).map((c) => c.key)).toEqual(["keep", "status_note__x", "weight"]);
+    const rows = await datasetRows(pool, orgId, "evolving");
+    expect(rows.map((r) => [r.keep, r.status_note__x, r.weight])).toEqual([
+      ["k", null, "5"],
+      ["k2", "t", "7"],
+    ]);
+    expect((await datasetRows(pool, orgId, "evolving__rows")).map((r) => r.item)).toEqual(["i1"]);
+  });
+
+  it("deleted form: the dataset is kept as is and never rebuilt or updated again", async () => {
+    const orgId = await createTestOrganization(pool);
+    const text = field("text", "note", "Note");
+    const formId = await insertForm(pool, orgId, "Frozen", [text]);
+    const sub = await insertSubmission(pool, orgId, formId, { values: { [text.id]: "before" } });
+    await drain();
+    const before = await registryRow(pool, orgId, "frozen");
+    const version = await changeVersion(pool, orgId, "frozen");
+
+    await pool.query("UPDATE forms SET deleted_at = now() WHERE organization_id = $1 AND id = $2", [orgId, formId]);
+    await pool.query(`UPDATE submissions SET "values" = $2 WHERE id = $1`, [sub, JSON.stringify({ [text.id]: "after" })]);
+    await insertSubmission(pool, orgId, formId, { values: { [text.id]: "new" } });
+    await publish(pool, orgId, formId, [text, field("text", "extra", "Extra")]);
+    await drain();
+    expect(await buildDataset(pool, orgId, formId)).toMatchObject({ status: "frozen" });
+
+    expect(await registryRow(pool, orgId, "frozen")).toEqual(before);
+    expect((await datasetRows(pool, orgId, "frozen")).map((r) => r.note)).toEqual(["before"]);
+    expect(await changeVersion(pool, orgId, "frozen")).toBe(version);
+  });
+
+  it("a site with a blank time zone fails its form's rebuild (previous table kept) while another form stays ready", async () => {
+    const orgId = await createTestOrganization(pool);
+    const good = await insertSite(pool, orgId, { timeZone: "America/New_York" });
+    const blank = await insertSite(pool, orgId, { name: "No Zone", timeZone: "UTC" });
+    const text = field("text", "note", "Note");
+    const broken = await insertForm(pool, orgId, "Broken", [text]);
+    const healthy = await insertForm(pool, orgId, "Healthy", [text]);
+    await insertSubmission(pool, orgId, broken, { siteId: blank, values: { [text.id]: "b" } });
+    await insertSubmission(pool, orgId, healthy, { siteId: good, values: { [text.id]: "h" } });
+    await drain();
+    const builtBefore = await registryRow(pool, orgId, "broken");
+
+    await pool.query("UPDATE sites SET time_zone = '' WHERE id = $1", [blank]);
+    await publish(pool, orgId, broken, [text, field("text", "more", "More")]);
+    await publish(pool, orgId, healthy, [text, field("text", "more", "More")]);
+    await drain();
+
+    const failed = await registryRow(pool, orgId, "broken");
+    expect(failed.state).toBe("failed");
+    expect(failed.error).toMatch(/No Zone.*blank time zone/);
+    expect(failed.table_name).toBe(builtBefore.table_name);
+    expect(failed.columns).toEqual(builtBefore.columns);
+    expect((await datasetRows(pool, orgId, "broken")).map((r) => r.note)).toEqual(["b"]);
+    const ok = await registryRow(pool, orgId, "healthy");
+    expect(ok.state).toBe("ready");
+    expect(ok.columns.map((c) => c.key)).toContain("more");
+
+    // A form that never built gets failed rows too, so its key answers 503 rather than 404.
+    const fresh = await insertForm(pool, orgId, "Fresh", [text]);
+    await insertSubmission(pool, orgId, fresh, { siteId: blank });
+    await discardQueuedRebuilds(orgId);
+    expect(await buildDataset(pool, orgId, fresh)).toMatchObject({ status: "failed", datasets: ["fresh"] });
+    expect(await registryRow(pool, orgId, "fresh")).toMatchObject({ state: "failed", table_name: null });
+
+    // Fixing the zone queues the blocked rebuilds.
+    await pool.query("UPDATE sites SET time_zone = 'Asia/Tokyo' WHERE id = $1", [blank]);
+    await drain();
+    expect(await registryRow(pool, orgId, "broken")).toMatchObject({ state: "ready", error: null });
+    expect(await registryRow(pool, orgId, "fresh")).toMatchObject({ state: "ready" });
+    expect((await registryRow(pool, orgId, "broken")).columns.map((c) => c.key)).toContain("more");
+  });
+});
+
+describe("incremental maintenance", () => {
+  it("publish builds through the change log; inserts, edits and deletes reach the tables; grid rows renumber", async () => {
+    const orgId = await createTestOrganization(pool);
+    const siteId = await insertSite(pool, orgId, { timeZone: "Asia/Kolkata" });
+    const title = field("text", "title", "Title");
+    const item = field("text", "item", "Item");
+    const grid = field("grid", "items", "Items", { fields: [item] });
+    const formId = await insertForm(pool, orgId, "Live", [title, grid]);
+    await drain();
+    expect((await registryRows(pool, orgId)).map((r) => [r.key, r.state])).toEqual([
+      ["live", "ready"],
+      ["live__items", "ready"],
+    ]);
+    expect(await datasetRows(pool, orgId, "live")).toEqual([]);
+
+    const v0 = await changeVersion(pool, orgId, "live");
+    const g0 = await changeVersion(pool, orgId, "live__items");
+    const rows = (...names: string[]) => names.map((n) => ({ [item.id]: n }));
+    const sub = await insertSubmission(pool, orgId, formId, {
+      siteId,
+      lastModified: "2024-06-01T00:00:00Z",
+      values: { [title.id]: "first", [grid.id]: rows("a", "b", "c") },
+    });
+    await drain();
+    expect((await datasetRows(pool, orgId, "live")).map((r) => [r.id, r.title, r.last_modified_local])).toEqual([[sub, "first", "2024-06-01 05:30:00"]]);
+    expect((await datasetRows(pool, orgId, "live__items")).map((r) => [r.row_index, r.item])).toEqual([
+      ["1", "a"],
+      ["2", "b"],
+      ["3", "c"],
+    ]);
+    const v1 = await changeVersion(pool, orgId, "live");
+    const g1 = await changeVersion(pool, orgId, "live__items");
+    expect(v1).toBeGreaterThan(v0);
+    expect(g1).toBeGreaterThan(g0);
+
+    // Removing the first grid row renumbers the rest from 1; last_modified follows the submission.
+    await pool.query(`UPDATE submissions SET "values" = $2, last_modified = '2024-06-02T00:00:00Z' WHERE id = $1`, [
+      sub,
+      JSON.stringify({ [title.id]: "edited", [grid.id]: rows("b", "c") }),
+    ]);
+    await drain();
+    expect((await datasetRows(pool, orgId, "live")).map((r) => r.title)).toEqual(["edited"]);
+    expect((await datasetRows(pool, orgId, "live__items")).map((r) => [r.row_index, r.item, r.last_modified])).toEqual([
+      ["1", "b", "2024-06-02 00:00:00+00"],
+      ["2", "c", "2024-06-02 00:00:00+00"],
+    ]);
+    expect(await changeVersion(pool, orgId, "live")).toBeGreaterThan(v1);
+
+    // A submission without grid rows does not move the grid dataset's counter.
+    const g2 = await changeVersion(pool, orgId, "live__items");
+    const other = await insertSubmission(pool, orgId, formId, { values: { [title.id]: "no rows" } });
+    await drain();
+    expect(await changeVersion(pool, orgId, "live__items")).toBe(g2);
+    expect((await datasetRows(pool, orgId, "live")).map((r) => r.title).sort()).toEqual(["edited", "no rows"]);
+
+    await pool.query("DELETE FROM submissions WHERE organization_id = $1 AND id = $2", [orgId, sub]);
+    await drain();
+    expect((await datasetRows(pool, orgId, "live")).map((r) => r.id)).toEqual([other]);
+    expect(await datasetRows(pool, orgId, "live__items")).toEqual([]);
+    expect(await changeVersion(pool, orgId, "live__items")).toBeGreaterThan(g2);
+  });
+
+  it("applying is idempotent and the log is written in the source transaction (a rolled-back change leaves nothing)", async () => {
+    const orgId = await createTestOrganization(pool);
+    const title = field("text", "title", "Title");
+    const formId = await insertForm(pool, orgId, "Idem", [title]);
+    await drain();
+    const client = await pool.connect();
+    try {
+      await client.query("BEGIN");
+      await client.query(
+        `INSERT INTO submissions (organization_id, id, form_id, record_id, "values") VALUES ($1, $2, $3, 'F-9', '{}')`,
+        [orgId, uuid(), formId],
+      );
+      await client.query("ROLLBACK");
+    } finally {
+      client.release();
+    }
+    const pending = await pool.query("SELECT count(*)::int AS n FROM form_dataset_changes WHERE organization_id = $1", [orgId]);
+    expect(pending.rows[0].n).toBe(0);
+
+    const sub = await insertSubmission(pool, orgId, formId, { values: { [title.id]: "x" } });
+    await drain();
+    // Replaying the same change (as a crashed consumer would) renders the same single row.
+    await pool.query("INSERT INTO form_dataset_changes (organization_id, kind, form_id, submission_id) VALUES ($1, 'submission', $2, $3)", [orgId, formId, sub]);
+    await pool.query("INSERT INTO form_dataset_changes (organization_id, kind, form_id, submission_id) VALUES ($1, 'submission', $2, $3)", [orgId, formId, sub]);
+    await drain();
+    expect((await datasetRows(pool, orgId, "idem")).map((r) => [r.id, r.title])).toEqual([[sub, "x"]]);
+  });
+
+  it("concurrent consumers apply every change exactly to the same result", async () => {
+    const orgId = await createTestOrganization(pool);
+    const title = field("text", "title", "Title");
+    const item = field("number", "n", "N");
+    const grid = field("grid", "g", "G", { fields: [item] });
+    const formA = await insertForm(pool, orgId, "Concurrent A", [title, grid]);
+    const formB = await insertForm(pool, orgId, "Concurrent B", [title]);
+    await drain();
+    const ids: string[] = [];
+    for (let i = 0; i < 40; i++) {
+      ids.push(await insertSubmission(pool, orgId, i % 2 ? formA : formB, { values: { [title.id]: `t${i}`, [grid.id]: [{ [item.id]: i }, { [item.id]: i + 1 }] } }));
+    }
+    for (const id of ids.slice(0, 10)) await pool.query(`UPDATE submissions SET status = 'Cancelled' WHERE id = $1`, [id]);
+    await Promise.all([1, 2, 3].map(() => applyPendingChanges(pool, { batchSize: 7 })));
+    await drain();
+    const a = await datasetRows(pool, orgId, "concurrent_a");
+    const b = await datasetRows(pool, orgId, "concurrent_b");
+    expect(a.length + b.length).toBe(40);
+    expect([...a, ...b].filter((r) => r.status === "Cancelled")).toHaveLength(10);
+    expect(await datasetRows(pool, orgId, "concurrent_a__g")).toHaveLength(40);
+  });
+
+  it("a change the engine cannot render marks the form failed instead of blocking the log", async () => {
+    const orgId = await createTestOrganization(pool);
+    const siteId = await insertSite(pool, orgId, { timeZone: "UTC" });
+    const title = field("text", "title", "Title");
+    const formId = await insertForm(pool, orgId, "Stuck", [title]);
+    await drain();
+    await pool.query("UPDATE sites SET time_zone = 'Not/AZone' WHERE id = $1", [siteId]);
+    await drain();
+    await insertSubmission(pool, orgId, formId, { siteId, values: { [title.id]: "x" } });
+    await drain();
+    const entry = await registryRow(pool, orgId, "stuck");
+    expect(entry.state).toBe("failed");
+    expect(entry.error).toMatch(/time zone/);
+    const pending = await pool.query("SELECT count(*)::int AS n FROM form_dataset_changes WHERE organization_id = $1", [orgId]);
+    expect(pending.rows[0].n).toBe(0);
+  });
+});
