@@ -19,6 +19,8 @@ class ChaosProxy {
   private sockets = new Set<Socket>();
   private frozen = false;
   private held: Array<() => void> = [];
+  /** When set, every command is answered with this error reply instead of reaching Redis. */
+  refusal?: string;
   port = 0;
 
   async start(port = 0): Promise<void> {
@@ -33,7 +35,11 @@ class ChaosProxy {
           upstream.destroy();
         });
       }
-      client.on("data", (chunk) => upstream.write(chunk));
+      client.on("data", (chunk) => {
+        // One command per chunk is all these tests send while refusing.
+        if (this.refusal) client.write(`-${this.refusal}\r\n`);
+        else upstream.write(chunk);
+      });
       upstream.on("data", (chunk) => {
         if (this.frozen) this.held.push(() => client.write(chunk));
         else client.write(chunk);
@@ -131,6 +137,20 @@ describe(`shared store outage and recovery (proxy in front of ${redisOrigin})`, 
     expect(events.at(-1)).toMatchObject({ active: false });
     const shared = await limiter.admit(org);
     shared.release();
+    await limiter.close();
+  });
+
+  it("falls back for a call Redis refuses for lack of memory, without declaring the connection down", async () => {
+    const limiter = createRateLimiter(store, { concurrency: 1, perWindow: 100, windowSeconds: 60, leaseSeconds: 30, keyPrefix: `oom-${randomUUID()}:` });
+    const org = randomUUID();
+    proxy.refusal = "OOM command not allowed when used memory > 'maxmemory'.";
+    await expect(store.get("anything")).rejects.toMatchObject({ name: "SharedStoreUnavailableError" });
+    expect(store.status().healthy).toBe(true);
+    const admitted = await limiter.admit(org);
+    await expect(limiter.admit(org)).rejects.toMatchObject({ status: 429 });
+    admitted.release();
+    proxy.refusal = undefined;
+    await expect(store.get("anything")).resolves.toBeNull();
     await limiter.close();
   });
 

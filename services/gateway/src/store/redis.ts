@@ -4,6 +4,8 @@ import type { SharedStoreStatus } from "../contracts";
 import { ADMIT, RENEW, type LuaScript } from "./scripts";
 import { SharedStoreUnavailableError, type AdmitResult, type SharedStore } from "./types";
 
+const TRANSIENT_REPLY = /^(OOM|LOADING|BUSY|MASTERDOWN|READONLY|CLUSTERDOWN|TRYAGAIN|NOREPLICAS)\b/;
+
 export interface RedisStoreOptions {
   url: string;
   /** A command not answered within this time counts as Redis being unavailable (ms). */
@@ -109,7 +111,12 @@ export function createRedisStore(options: RedisStoreOptions): SharedStore {
     try {
       return await withTimeout(work(), commandTimeoutMs);
     } catch (err) {
-      if (err instanceof ErrorReply) throw err;
+      if (err instanceof ErrorReply) {
+        // Redis is there but cannot serve (out of memory, loading, busy script, failover): the same
+        // as unavailable for this call; the connection itself stays healthy.
+        if (TRANSIENT_REPLY.test(err.message)) throw new SharedStoreUnavailableError(err.message, { cause: err });
+        throw err;
+      }
       if (err instanceof SharedStoreUnavailableError) {
         unresponsive = true;
         publish(err.message);
