@@ -14,7 +14,11 @@ const httpConfigSchema = z.object({
   KEY_HASH_SECRET: z.string().min(1, "is required"),
   IMAGE_TAG: z.string().default("dev"),
   GIT_COMMIT: z.string().default("unknown"),
-  BUILD_DATE: z.string().default("unknown"),
+  // ISO 8601; a build that does not stamp one (a developer machine) reports its start-up time.
+  BUILD_DATE: z
+    .string()
+    .refine((v) => !Number.isNaN(Date.parse(v)), "must be an ISO 8601 date-time")
+    .default(() => new Date().toISOString()),
   APP_VERSION: z.string().default(process.env.npm_package_version ?? "0.1.0"),
   LOG_LEVEL: env.logLevel(),
   SHUTDOWN_GRACE_MS: env.int(25_000, 0, 600_000),

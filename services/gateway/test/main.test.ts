@@ -32,6 +32,11 @@ describe("loadGatewayConfig", () => {
       limits: { RATE_LIMIT_CONCURRENCY: 5, RATE_LIMIT_PER_WINDOW: 600 },
     });
     expect(config.store.REDIS_URL).toBeUndefined();
+    expect(Number.isNaN(Date.parse(config.build.buildDate))).toBe(false);
+  });
+
+  it("rejects a BUILD_DATE that is not a date", () => {
+    expect(() => loadGatewayConfig({ DATABASE_URL: "postgres://x@127.0.0.1/db", KEY_HASH_SECRET: "s", BUILD_DATE: "yesterday" })).toThrow(/BUILD_DATE/);
   });
 });
 
