@@ -1,5 +1,6 @@
 import type { Pool } from "pg";
-import { applyPendingChanges, buildDataset, type FormField } from "../src";
+import { hash8 } from "@exportsvc/naming";
+import { applyPendingChanges, buildDataset, startMaintenanceLoop, type FormField } from "../src";
 import {
   changeVersion,
   createTestOrganization,
@@ -243,6 +244,35 @@ describe("rebuild lifecycle", () => {
     // Rebuilding the first again keeps its plain name.
     expect((await buildDataset(pool, orgId, a)).datasets).toEqual(["audit"]);
     expect((await buildDataset(pool, orgId, b)).datasets).toEqual(second.datasets);
+
+    // Should the hashed name be taken as well, a numeric suffix follows.
+    const cId = uuid();
+    await insertForm(pool, orgId, `Audit ${hash8(cId)}`, []);
+    const c = await insertForm(pool, orgId, "AUDIT", [], cId);
+    await discardQueuedRebuilds(orgId);
+    const owner = await pool.query("SELECT id FROM forms WHERE organization_id = $1 AND name = $2", [orgId, `Audit ${hash8(cId)}`]);
+    expect((await buildDataset(pool, orgId, owner.rows[0].id)).datasets).toEqual([`audit_${hash8(cId)}`]);
+    expect((await buildDataset(pool, orgId, c)).datasets).toEqual([`audit_${hash8(cId)}_2`]);
+  });
+
+  it("63-character names: long form, grid and field names build and export under capped keys", async () => {
+    const orgId = await createTestOrganization(pool);
+    const long = "Very Long Name ".repeat(6);
+    const child = field("text", "k".repeat(80), "Child");
+    const grid = field("grid", "g".repeat(80), long, { fields: [child] });
+    const sig = field("signature", "s".repeat(80), "Sig");
+    const formId = await insertForm(pool, orgId, long, [sig, grid]);
+    await insertSubmission(pool, orgId, formId, { values: { [sig.id]: { name: "N", date: "2024-01-01T00:00:00Z" }, [grid.id]: [{ [child.id]: "v" }] } });
+    await discardQueuedRebuilds(orgId);
+    const built = await buildDataset(pool, orgId, formId);
+    expect(built.status).toBe("built");
+    for (const key of built.datasets) expect(key.length).toBeLessThanOrEqual(63);
+    const [subKey, gridKey] = built.datasets;
+    const subRows = await datasetRows(pool, orgId, subKey);
+    expect(Object.keys(subRows[0]).slice(13)).toEqual([expect.stringMatching(/^s{54}_[0-9a-f]{8}$/), expect.stringMatching(/^s{54}_[0-9a-f]{8}$/)]);
+    expect(Object.values(subRows[0]).slice(13)).toEqual(["N", "2024-01-01 00:00:00+00"]);
+    const gridRows = await datasetRows(pool, orgId, gridKey);
+    expect(gridRows.map((r) => r["k".repeat(63)])).toEqual(["v"]);
   });
 
   it("rebuild swaps to a new generation, drops the old table, moves the change counter; rename retires the old key", async () => {
@@ -497,5 +527,27 @@ describe("incremental maintenance", () => {
     expect(entry.error).toMatch(/time zone/);
     const pending = await pool.query("SELECT count(*)::int AS n FROM form_dataset_changes WHERE organization_id = $1", [orgId]);
     expect(pending.rows[0].n).toBe(0);
+  });
+
+  it("the maintenance loop wakes on NOTIFY and applies a committed change without being called", async () => {
+    const orgId = await createTestOrganization(pool);
+    const title = field("text", "title", "Title");
+    const formId = await insertForm(pool, orgId, "Looped", [title]);
+    // A long poll interval: only the notification can make this test pass in time.
+    const loop = startMaintenanceLoop(pool, { pollIntervalMs: 600_000, batchSize: 50 });
+    try {
+      const waitFor = async (check: () => Promise<boolean>) => {
+        for (let i = 0; i < 200; i++) {
+          if (await check()) return;
+          await new Promise((r) => setTimeout(r, 50));
+        }
+        throw new Error("condition not reached");
+      };
+      await waitFor(async () => (await registryRows(pool, orgId)).some((r) => r.key === "looped" && r.state === "ready"));
+      const sub = await insertSubmission(pool, orgId, formId, { values: { [title.id]: "hello" } });
+      await waitFor(async () => (await datasetRows(pool, orgId, "looped")).some((r) => r.id === sub && r.title === "hello"));
+    } finally {
+      await loop.stop();
+    }
   });
 });
