@@ -150,6 +150,19 @@ describe("GET /v1/datasets/:datasetKey/csv", () => {
     expect(h.rateLimiter.admitted).toBe(h.rateLimiter.released);
   });
 
+  it("HEAD answers the CSV headers without streaming the page, and stops the export", async () => {
+    const cancelledBefore = h.cancelledExports;
+    const res = await request(`${h.url}/v1/datasets/endless/csv`, { method: "HEAD", headers: auth });
+    expect(res.statusCode).toBe(200);
+    expect(res.headers["content-type"]).toBe("text/csv; charset=utf-8");
+    expect(await res.body.text()).toBe("");
+    await eventually(() => h.cancelledExports > cancelledBefore);
+    await eventually(() => h.rateLimiter.inFlight === 0);
+    const missing = await request(`${h.url}/v1/datasets/missing/csv`, { method: "HEAD", headers: auth });
+    expect(missing.statusCode).toBe(404);
+    await missing.body.dump();
+  });
+
   it("a client that disconnects before the 200 also cancels the call and frees its slot", async () => {
     const slowStart = "slow-start";
     let started = false;

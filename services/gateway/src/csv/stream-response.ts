@@ -94,6 +94,13 @@ export async function sendCsvStream(ctx: Context, call: CsvChunkStream, options:
   res.setHeader("Cache-Control", "private, no-store");
   res.setHeader("Vary", "Accept-Encoding");
   if (gzip) res.setHeader("Content-Encoding", "gzip");
+  if (ctx.method === "HEAD") {
+    // The page would be discarded: the head already proved it can be served, so stop the export.
+    finished = true;
+    call.cancel();
+    res.end();
+    return;
+  }
 
   const source = Readable.from(body(), { objectMode: false });
   await new Promise<void>((resolve) => {

@@ -21,7 +21,9 @@ export function requestContextMiddleware(logger: Logger, metrics?: ServiceMetric
         durationSeconds: durationMs / 1000,
       });
       const principal = ctx.state.principal as { organizationId?: string; keyId?: string } | undefined;
-      logger.info(
+      // Probes and scrapers poll the open endpoints constantly; their lines would drown the data requests.
+      const level = ctx.path.startsWith("/v1/") ? "info" : "debug";
+      logger[level](
         {
           traceId: ctx.state.traceId,
           method: ctx.method,
