@@ -68,10 +68,13 @@ export function createTableSql(qualifiedName: string, plan: DatasetPlan): string
   return `CREATE TABLE ${qualifiedName} (\n  ${cols.join(",\n  ")}\n)`;
 }
 
-/** Export order (unique: a position never repeats) and the per-submission lookup of incremental updates. */
+/**
+ * Export order (unique: a position never repeats) and the per-submission lookup of incremental
+ * updates. organization_id leads both like every index of the source model (the export filters on it).
+ */
 export function createIndexesSql(qualifiedName: string, plan: DatasetPlan): string[] {
-  const orderCols = plan.gridPath.length > 0 ? "last_modified, id, row_index" : "last_modified, id";
-  return [`CREATE UNIQUE INDEX ON ${qualifiedName} (${orderCols})`, `CREATE INDEX ON ${qualifiedName} (id)`];
+  const orderCols = plan.gridPath.length > 0 ? "organization_id, last_modified, id, row_index" : "organization_id, last_modified, id";
+  return [`CREATE UNIQUE INDEX ON ${qualifiedName} (${orderCols})`, `CREATE INDEX ON ${qualifiedName} (organization_id, id)`];
 }
 
 const asText = (expr: string) => `(${expr})::text`;
