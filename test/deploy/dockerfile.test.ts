@@ -1,0 +1,85 @@
+import { existsSync, readdirSync, readFileSync } from "node:fs";
+import { join } from "node:path";
+import { repoPath } from "./kustomize";
+
+/**
+ * No Docker engine runs on our machines, so the Dockerfile is checked for the properties the
+ * deployment relies on: every workspace manifest reaches `npm ci`, one target per service that
+ * ships the bundle its build script writes, a numeric non-root user, and the build identity.
+ */
+const dockerfile = readFileSync(repoPath("Dockerfile"), "utf8");
+const lines = dockerfile.split("\n").filter((l) => l.trim() !== "" && !l.trim().startsWith("#"));
+const SERVICES = ["gateway", "catalog", "export", "schema"];
+
+/** Stages: name -> instructions. */
+const stages = new Map<string, string[]>();
+let current = "";
+for (const line of lines.join("\n").replace(/\\\n\s*/g, " ").split("\n")) {
+  const from = /^FROM\s+\S+(?:\s+AS\s+(\S+))?/i.exec(line.trim());
+  if (from) {
+    current = from[1] ?? `stage${stages.size}`;
+    stages.set(current, [line.trim()]);
+  } else if (current) stages.get(current)!.push(line.trim());
+}
+
+function workspaceDirs(): string[] {
+  const root = JSON.parse(readFileSync(repoPath("package.json"), "utf8")) as { workspaces: string[] };
+  return root.workspaces.flatMap((pattern) => {
+    const base = pattern.replace(/\/\*$/, "");
+    return readdirSync(repoPath(base), { withFileTypes: true })
+      .filter((d) => d.isDirectory() && existsSync(repoPath(base, d.name, "package.json")))
+      .map((d) => `${base}/${d.name}`);
+  });
+}
+
+describe("Dockerfile", () => {
+  it("copies every workspace's package.json (and the lockfile) before npm ci", () => {
+    const manifests = stages.get("manifests")!.join("\n");
+    expect(manifests).toContain("COPY package.json package-lock.json ./");
+    const dirs = workspaceDirs();
+    expect(dirs).toEqual(expect.arrayContaining(SERVICES.map((s) => `services/${s}`)));
+    for (const dir of dirs) expect(manifests).toContain(`COPY ${dir}/package.json ${dir}/`);
+    expect(stages.get("deps")!.join("\n")).toMatch(/npm ci\b/);
+    expect(stages.get("prod-deps")!.join("\n")).toMatch(/npm ci --omit=dev/);
+  });
+
+  it.each(SERVICES)("has a %s target shipping the bundle its build script writes", (service) => {
+    const pkg = JSON.parse(readFileSync(repoPath("services", service, "package.json"), "utf8")) as { scripts: { build: string } };
+    expect(pkg.scripts.build).toContain("--outfile=dist/main.js");
+    const stage = stages.get(service);
+    expect(stage?.[0]).toMatch(new RegExp(`^FROM runtime AS ${service}$`));
+    expect(stage!.join("\n")).toContain(`COPY --from=build --chown=0:0 /src/services/${service}/dist/main.js ./dist/main.js`);
+  });
+
+  it("ships exportctl and the migrations where migrate() looks for them (<bundle dir>/../migrations)", () => {
+    const pkg = JSON.parse(readFileSync(repoPath("packages", "exportctl", "package.json"), "utf8")) as { scripts: { build: string } };
+    expect(pkg.scripts.build).toContain("--outfile=dist/exportctl.js");
+    const runtime = stages.get("runtime")!.join("\n");
+    expect(runtime).toContain("/src/packages/exportctl/dist/exportctl.js ./dist/exportctl.js");
+    expect(runtime).toContain("/src/packages/db/migrations ./migrations");
+    expect(readFileSync(repoPath("packages", "db", "src", "migrate.ts"), "utf8")).toContain('join(__dirname, "..", "migrations")');
+    expect(readFileSync(repoPath("charts", "dataset-export", "templates", "migrations-job.yaml"), "utf8")).toContain(
+      'command: ["node", "dist/exportctl.js", "migrate"]',
+    );
+  });
+
+  it("runs in production mode as a numeric non-root user, with the build identity in the environment", () => {
+    const runtime = stages.get("runtime")!.join("\n");
+    expect(runtime).toMatch(/^ENV NODE_ENV=production$/m);
+    const user = /^USER (\d+):(\d+)$/m.exec(runtime);
+    expect(user).not.toBeNull();
+    expect(Number(user![1])).toBeGreaterThan(0);
+    for (const arg of ["IMAGE_TAG", "GIT_COMMIT", "BUILD_DATE"]) {
+      expect(runtime).toMatch(new RegExp(`^ARG ${arg}=`, "m"));
+      expect(runtime).toContain(`${arg}=\${${arg}}`);
+    }
+    expect(runtime).toContain('CMD ["node", "dist/main.js"]');
+    // Nothing after USER switches back to root.
+    for (const service of SERVICES) expect(stages.get(service)!.join("\n")).not.toMatch(/^USER /m);
+  });
+
+  it(".dockerignore keeps dependencies, build output and git history out of the context", () => {
+    const ignore = readFileSync(repoPath(".dockerignore"), "utf8").split("\n");
+    for (const entry of ["**/node_modules", "**/dist", ".git", ".data"]) expect(ignore).toContain(entry);
+  });
+});

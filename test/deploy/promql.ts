@@ -1,0 +1,44 @@
+import { parser } from "@prometheus-io/lezer-promql";
+import { createMetrics } from "@exportsvc/common";
+
+export interface ParsedQuery {
+  /** Syntax error positions (empty when the expression parses). */
+  errors: number[];
+  /** Metric names of the expression's vector selectors. */
+  metrics: string[];
+}
+
+export function parsePromql(expr: string): ParsedQuery {
+  const tree = parser.parse(expr);
+  const errors: number[] = [];
+  const metrics = new Set<string>();
+  tree.iterate({
+    enter(node) {
+      if (node.type.isError) errors.push(node.from);
+      if (node.name === "Identifier" && node.node.parent?.name === "VectorSelector") metrics.add(expr.slice(node.from, node.to));
+    },
+  });
+  return { errors, metrics: [...metrics] };
+}
+
+/** Grafana's template variables, replaced by values PromQL accepts. */
+export function substituteGrafanaVariables(expr: string): string {
+  return expr
+    .replace(/\$__rate_interval|\$__interval|\$__range/g, "5m")
+    .replace(/\$\{?[A-Za-z_][A-Za-z0-9_]*\}?/g, "x");
+}
+
+/**
+ * Every series name the system's registry exposes: each metric family plus the _bucket, _sum,
+ * _count series of histograms and summaries.
+ */
+export async function exposedSeriesNames(): Promise<Set<string>> {
+  const names = new Set<string>();
+  for (const metric of await createMetrics().registry.getMetricsAsJSON()) {
+    names.add(metric.name);
+    const type = String(metric.type);
+    if (type === "histogram") ["_bucket", "_sum", "_count"].forEach((s) => names.add(metric.name + s));
+    if (type === "summary") ["_sum", "_count"].forEach((s) => names.add(metric.name + s));
+  }
+  return names;
+}
