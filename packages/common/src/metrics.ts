@@ -26,6 +26,8 @@ export type AuthCacheResult = "hit" | "miss" | "negative_hit";
 export const REBUILD_OUTCOMES = ["success", "failure", "superseded"] as const;
 export type RebuildOutcome = (typeof REBUILD_OUTCOMES)[number];
 
+const MISNAMED_DEFAULT_GAUGES = ["nodejs_active_handles_total", "nodejs_active_requests_total", "nodejs_active_resources_total"];
+
 const HTTP_METHODS = new Set(["GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"]);
 const ERROR_CODE_PATTERN = /^[A-Z][A-Z0-9_]{0,47}$/;
 
@@ -93,7 +95,12 @@ export class ServiceMetrics {
 
   constructor(options: MetricsOptions = {}) {
     const registers = [(this.registry = new Registry())];
-    if (options.defaultMetrics !== false) collectDefaultMetrics({ register: this.registry });
+    if (options.defaultMetrics !== false) {
+      collectDefaultMetrics({ register: this.registry });
+      // Gauges named like counters break the naming convention (promtool check metrics); their
+      // per-type siblings (nodejs_active_handles{type} etc.) carry the same information.
+      for (const name of MISNAMED_DEFAULT_GAUGES) this.registry.removeSingleMetric(name);
+    }
 
     this.httpRequests = new Counter({
       name: "http_requests_total",

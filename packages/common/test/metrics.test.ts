@@ -53,6 +53,8 @@ describe("createMetrics", () => {
     for (const name of SYSTEM_METRICS) expect(names).toContain(name);
     expect(names).toContain("process_cpu_user_seconds_total");
     expect(names).toContain("nodejs_eventloop_lag_seconds");
+    expect(names).toContain("nodejs_active_handles");
+    expect(names).not.toContain("nodejs_active_handles_total");
     expect(createMetrics({ defaultMetrics: false }).metricNames()).not.toContain("process_cpu_user_seconds_total");
   });
 

@@ -1,0 +1,54 @@
+#!/usr/bin/env bash
+# Lints a Prometheus exposition with `promtool check metrics` (naming conventions, HELP/TYPE,
+# parseability).
+#
+#   scripts/check-metrics.sh                 # the registry of packages/common/src/metrics.ts, with a sample of every metric recorded
+#   scripts/check-metrics.sh URL             # a running service, e.g. http://127.0.0.1:9464/metrics
+#
+# promtool comes with Debian's `prometheus` package:
+#   apt-get update && apt-get install -y --no-install-recommends prometheus
+# Without promtool the check is skipped with a message (exit 0); with it, lint problems fail (exit 1).
+set -euo pipefail
+root="$(cd "$(dirname "$0")/.." && pwd)"
+
+if ! command -v promtool >/dev/null 2>&1; then
+  echo "check-metrics: SKIPPED - promtool not found. Install it with:" >&2
+  echo "  apt-get update && apt-get install -y --no-install-recommends prometheus" >&2
+  exit 0
+fi
+
+exposition="$(mktemp)"
+trap 'rm -f "$exposition"' EXIT
+
+if [ $# -ge 1 ]; then
+  curl -fsS --max-time 10 "$1" >"$exposition"
+  source_name="$1"
+else
+  # Records one sample of every metric so labelled series and histograms appear in the exposition.
+  (cd "$root" && node_modules/.bin/tsx -e '
+    const { createMetrics } = require("./packages/common/src/metrics");
+    const m = createMetrics({ build: { imageTag: "check", commit: "0000000", version: "0.0.0" } });
+    m.observeHttpRequest({ route: "/v1/datasets/:key/csv", method: "GET", status: 200, durationSeconds: 0.5 });
+    m.recordProblem(503, "AUTH_UNAVAILABLE");
+    m.observeGrpcCall({ service: "exportsvc.v1.ExportService", method: "ExportCsv", code: "OK", durationSeconds: 0.4 });
+    m.recordExport("submission", 5000, 1 << 20);
+    m.recordStreamAbort("client_disconnect");
+    m.recordRateLimitRejection("window");
+    m.recordAuthCacheLookup("hit");
+    m.observeRebuild("success", 3);
+    m.setMaintenanceLag(1.5);
+    m.setSharedStoreFallback(false);
+    m.observePool({ totalCount: 3, idleCount: 2, waitingCount: 0 });
+    m.registry.metrics().then((text) => process.stdout.write(text));
+  ') >"$exposition"
+  source_name="packages/common/src/metrics.ts (sample registry)"
+fi
+
+series="$(grep -cv '^#' "$exposition" || true)"
+if problems="$(promtool check metrics <"$exposition" 2>&1)"; then
+  echo "check-metrics: OK - ${source_name}: ${series} series pass promtool check metrics"
+else
+  echo "check-metrics: FAILED - ${source_name}:" >&2
+  echo "$problems" >&2
+  exit 1
+fi
