@@ -37,6 +37,10 @@ export class StreamFailedAfterFirstChunk extends Error {
  */
 export async function copyToSink(pool: Pool, select: string, prefix: Buffer, sink: ChunkSink, chunkBytes: number): Promise<CopyOutcome> {
   const client = await pool.connect();
+  await prepareSession(client).catch((err) => {
+    client.release(true);
+    throw err;
+  });
   let destroyConnection = false;
   let sentChunks = 0;
   let bytes = 0;
@@ -86,6 +90,18 @@ export async function copyToSink(pool: Pool, select: string, prefix: Buffer, sin
     finished = true;
     client.release(destroyConnection ? true : undefined);
   }
+}
+
+const preparedSessions = new WeakSet<PoolClient>();
+
+/**
+ * Page queries are short and their many per-row subplans inflate cost estimates: JIT compilation
+ * would cost more than the page itself. Once per pooled connection.
+ */
+async function prepareSession(client: PoolClient): Promise<void> {
+  if (preparedSessions.has(client)) return;
+  await client.query("SET jit = off");
+  preparedSessions.add(client);
 }
 
 /** Stops the backend's query at once (it may be busy before writing its next row). Best effort. */

@@ -1,0 +1,134 @@
+/**
+ * `npm run bench`: how close the export path gets to PostgreSQL's own COPY speed.
+ *
+ * In one run, on a generated dataset (resources_suppliers with custom attributes and product lists):
+ *   (a) raw keyset pages of the service's own page query, `COPY (...) TO STDOUT (FORMAT csv)`,
+ *       straight from PostgreSQL, bytes discarded (the speed limit), plus the same without the
+ *       cursor MAC (what signing costs per row);
+ *   (b) a full export through the export service's gRPC stream (in-process server);
+ *   (c) with BENCH_BASE_URL and BENCH_API_KEY: a full export through the public HTTP endpoint.
+ *
+ * Environment (all optional):
+ *   BENCH_DATABASE_URL  database to use as is (migrated here); default: a fresh database
+ *                       exportsvc_bench on DATABASE_URL's server, dropped at the end unless BENCH_KEEP=1
+ *   DATABASE_URL        server for the fresh database (default postgres://postgres@127.0.0.1:5432/postgres)
+ *   BENCH_ROWS          rows to generate (default 300000)
+ *   BENCH_LIMIT         page size (default 5000)
+ *   BENCH_RUNS          runs per measurement, best one reported (default 2)
+ *   BENCH_ORGANIZATION_ID organization of the generated data (default fixed uuid)
+ *   BENCH_BASE_URL, BENCH_API_KEY, BENCH_DATASET  the HTTP measurement (key of that organization)
+ */
+import { randomBytes } from "node:crypto";
+import { Client } from "pg";
+import { createPool, migrate } from "@exportsvc/db";
+import { CursorCodec, CursorKeyring, shapeFingerprint, type PageDataset } from "@exportsvc/datasets";
+import { exportConfigSchema } from "../services/export/src/config";
+import { start } from "../services/export/src/main";
+import { BENCH_DATASET, generateSuppliers } from "./bench/dataset";
+import { measureGrpc, measureHttp, measureRawCopy, payloadPosition, UnsignedCursorCodec, type Measurement } from "./bench/measure";
+
+const num = (name: string, def: number) => {
+  const v = process.env[name];
+  if (v === undefined || v === "") return def;
+  const n = Number(v);
+  if (!Number.isInteger(n) || n < 1) throw new Error(`${name} must be a positive integer`);
+  return n;
+};
+
+const log = (m: string) => process.stdout.write(`${m}\n`);
+
+async function provisionDatabase(): Promise<{ url: string; drop?: () => Promise<void> }> {
+  if (process.env.BENCH_DATABASE_URL) return { url: process.env.BENCH_DATABASE_URL };
+  const adminUrl = process.env.DATABASE_URL || "postgres://postgres@127.0.0.1:5432/postgres";
+  const name = "exportsvc_bench";
+  const admin = new Client({ connectionString: adminUrl });
+  await admin.connect();
+  const exists = (await admin.query("SELECT 1 FROM pg_database WHERE datname = $1", [name])).rowCount;
+  if (!exists) await admin.query(`CREATE DATABASE ${name}`);
+  await admin.end();
+  const url = new URL(adminUrl);
+  url.pathname = `/${name}`;
+  const keep = process.env.BENCH_KEEP === "1";
+  return {
+    url: url.toString(),
+    drop: keep
+      ? undefined
+      : async () => {
+          const c = new Client({ connectionString: adminUrl });
+          await c.connect();
+          await c.query(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`);
+          await c.end();
+        },
+  };
+}
+
+async function best(runs: number, measure: () => Promise<Measurement>): Promise<Measurement> {
+  let winner: Measurement | undefined;
+  for (let i = 0; i < runs; i++) {
+    const m = await measure();
+    if (!winner || m.seconds < winner.seconds) winner = m;
+  }
+  return winner!;
+}
+
+function report(m: Measurement, reference?: Measurement): string {
+  const rowsPerSecond = m.rows / m.seconds;
+  const mbPerSecond = m.bytes / 1e6 / m.seconds;
+  const ratio = reference ? `  ${(rowsPerSecond / (reference.rows / reference.seconds)).toFixed(2)}x raw` : "";
+  return `${m.name.padEnd(34)} ${String(m.rows).padStart(8)} rows ${String(m.pages).padStart(4)} pages ${m.seconds.toFixed(2).padStart(7)} s ${Math.round(rowsPerSecond).toLocaleString("en").padStart(9)} rows/s ${mbPerSecond.toFixed(1).padStart(7)} MB/s${ratio}`;
+}
+
+async function main() {
+  const rows = num("BENCH_ROWS", 300_000);
+  const limit = num("BENCH_LIMIT", 5000);
+  const runs = num("BENCH_RUNS", 2);
+  const organizationId = process.env.BENCH_ORGANIZATION_ID || "0b0b0b0b-0000-4000-8000-00000000be00";
+  const db = await provisionDatabase();
+  const pool = createPool({ connectionString: db.url, max: 4, applicationName: "exportsvc-bench" });
+  const cursorKeys = `1:${randomBytes(24).toString("base64")}`;
+  const service = await start(
+    exportConfigSchema.parse({ DATABASE_URL: db.url, GRPC_HOST: "127.0.0.1", GRPC_PORT: "0", SCHEMA_ADDRESS: "", CURSOR_KEYS: cursorKeys, LOG_LEVEL: "warn" }),
+  );
+  try {
+    await migrate(pool);
+    const columns = await generateSuppliers(pool, organizationId, rows, log);
+    const dataset: PageDataset = { key: BENCH_DATASET, kind: "resource", sourceRef: "suppliers", columns, shapeFingerprint: shapeFingerprint(columns) };
+    const keyring = CursorKeyring.parse(cursorKeys);
+    const signed = new CursorCodec({ keyring });
+    const unsigned = new UnsignedCursorCodec({ keyring });
+
+    log(`\n${rows} rows, ${columns.length} columns + _cursor, pages of ${limit}, best of ${runs}:`);
+    const raw = await best(runs, () => measureRawCopy("raw COPY (same query)", pool, dataset, organizationId, signed, limit, payloadPosition));
+    log(report(raw));
+    const rawUnsigned = await best(runs, () =>
+      measureRawCopy("raw COPY without cursor MAC", pool, dataset, organizationId, unsigned, limit, payloadPosition),
+    );
+    log(report(rawUnsigned, raw));
+    const grpc = await best(runs, () => measureGrpc(`127.0.0.1:${service.port}`, organizationId, BENCH_DATASET, limit));
+    log(report(grpc, raw));
+    if (grpc.rows !== raw.rows) throw new Error(`row counts differ: raw ${raw.rows}, gRPC ${grpc.rows}`);
+
+    const macMicrosPerRow = ((raw.seconds - rawUnsigned.seconds) / raw.rows) * 1e6;
+    log(`cursor MAC cost: ${macMicrosPerRow.toFixed(2)} µs/row (${((1 - rawUnsigned.seconds / raw.seconds) * -100).toFixed(1)}% of raw time)`);
+
+    if (process.env.BENCH_BASE_URL && process.env.BENCH_API_KEY) {
+      const http = await best(runs, () =>
+        measureHttp(process.env.BENCH_BASE_URL!, process.env.BENCH_API_KEY!, process.env.BENCH_DATASET || BENCH_DATASET, limit),
+      );
+      log(report(http, raw));
+    } else {
+      log("gateway (HTTP): skipped (set BENCH_BASE_URL and BENCH_API_KEY of the bench organization to measure it)");
+    }
+    const ratio = grpc.rows / grpc.seconds / (raw.rows / raw.seconds);
+    log(`\nexport service / raw COPY: ${ratio.toFixed(2)}x (target >= 0.80x)`);
+  } finally {
+    await service.stop();
+    await pool.end();
+    await db.drop?.();
+  }
+}
+
+main().catch((err) => {
+  process.stderr.write(`bench failed: ${err instanceof Error ? (err.stack ?? err.message) : String(err)}\n`);
+  process.exit(1);
+});

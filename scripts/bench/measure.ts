@@ -1,0 +1,155 @@
+import type { Pool } from "pg";
+import { to as copyTo } from "pg-copy-streams";
+import { buildPageQuery, CursorCodec, PG_EPOCH_OFFSET_MICROS, type CursorPosition, type PageDataset } from "@exportsvc/datasets";
+import { ExportService } from "@exportsvc/proto";
+import { createClient, fromServiceError } from "@exportsvc/rpc";
+
+export interface Measurement {
+  name: string;
+  rows: number;
+  bytes: number;
+  pages: number;
+  seconds: number;
+}
+
+/** Keeps the last bytes of a stream: enough to read the last row's `_cursor` (the last field). */
+class Tail {
+  private buf = Buffer.alloc(0);
+  push(chunk: Buffer | Uint8Array) {
+    const b = Buffer.from(chunk.buffer, chunk.byteOffset, chunk.byteLength);
+    this.buf = b.length >= 512 ? Buffer.from(b.subarray(b.length - 512)) : Buffer.concat([this.buf, b]).subarray(-512);
+  }
+  /** The last field of the last line (cursors never contain commas or quotes). */
+  lastField(): string {
+    const text = this.buf.toString("latin1").replace(/\n$/, "");
+    const lastLine = text.slice(text.lastIndexOf("\n") + 1);
+    return lastLine.slice(lastLine.lastIndexOf(",") + 1);
+  }
+}
+
+const countLines = (chunk: Uint8Array) => {
+  let n = 0;
+  for (let i = chunk.indexOf(10); i !== -1; i = chunk.indexOf(10, i + 1)) n++;
+  return n;
+};
+
+/**
+ * (a) The speed limit: the same page query as the service, `COPY (...) TO STDOUT (FORMAT csv)`
+ * directly from PostgreSQL over one connection, bytes discarded, paged by the last row's cursor.
+ */
+export async function measureRawCopy(
+  name: string,
+  pool: Pool,
+  dataset: PageDataset,
+  organizationId: string,
+  codec: CursorCodec,
+  limit: number,
+  positionOf: (cursor: string) => CursorPosition,
+): Promise<Measurement> {
+  const client = await pool.connect();
+  await client.query("SET jit = off"); // as the export service's sessions
+  const started = process.hrtime.bigint();
+  let rows = 0;
+  let bytes = 0;
+  let pages = 0;
+  let after: CursorPosition | undefined;
+  try {
+    for (;;) {
+      const sql = buildPageQuery(dataset, { organizationId, limit, after }, codec);
+      const stream = client.query(copyTo(`COPY (${sql}) TO STDOUT (FORMAT csv)`));
+      const tail = new Tail();
+      for await (const chunk of stream as AsyncIterable<Buffer>) {
+        bytes += chunk.length;
+        tail.push(chunk);
+      }
+      pages++;
+      rows += stream.rowCount;
+      if (stream.rowCount < limit) break;
+      after = positionOf(tail.lastField());
+    }
+  } finally {
+    client.release();
+  }
+  return { name, rows, bytes, pages, seconds: Number(process.hrtime.bigint() - started) / 1e9 };
+}
+
+/** (b) A full export through the export service's gRPC stream, as the gateway consumes it. */
+export async function measureGrpc(address: string, organizationId: string, datasetKey: string, limit: number): Promise<Measurement> {
+  const client = createClient(ExportService, address);
+  const started = process.hrtime.bigint();
+  let rows = 0;
+  let bytes = 0;
+  let pages = 0;
+  let cursor: string | undefined;
+  try {
+    for (;;) {
+      const tail = new Tail();
+      let lines = 0;
+      await new Promise<void>((resolve, reject) => {
+        const stream = client.exportCsv({ organizationId, datasetKey, limit, ...(cursor ? { cursor } : {}) });
+        stream.on("data", (msg: { data: Uint8Array }) => {
+          bytes += msg.data.length;
+          lines += countLines(msg.data);
+          tail.push(msg.data);
+        });
+        stream.on("error", (err) => reject(fromServiceError(err)));
+        stream.on("end", () => resolve());
+      });
+      pages++;
+      const pageRows = lines - 1;
+      rows += pageRows;
+      if (pageRows < limit) break;
+      cursor = tail.lastField();
+    }
+  } finally {
+    client.close();
+  }
+  return { name: "export service (gRPC)", rows, bytes, pages, seconds: Number(process.hrtime.bigint() - started) / 1e9 };
+}
+
+/** (c) Optional: the public HTTP endpoint (gateway in front), when a base URL and key are given. */
+export async function measureHttp(baseUrl: string, apiKey: string, datasetKey: string, limit: number): Promise<Measurement> {
+  const started = process.hrtime.bigint();
+  let rows = 0;
+  let bytes = 0;
+  let pages = 0;
+  let cursor: string | undefined;
+  for (;;) {
+    const url = new URL(`/v1/datasets/${encodeURIComponent(datasetKey)}/csv`, baseUrl);
+    url.searchParams.set("limit", String(limit));
+    if (cursor) url.searchParams.set("cursor", cursor);
+    const res = await fetch(url, { headers: { authorization: `Bearer ${apiKey}` } });
+    if (!res.ok || !res.body) throw new Error(`HTTP ${res.status}: ${await res.text()}`);
+    const tail = new Tail();
+    let lines = 0;
+    for await (const chunk of res.body as unknown as AsyncIterable<Uint8Array>) {
+      bytes += chunk.byteLength;
+      lines += countLines(chunk);
+      tail.push(chunk);
+    }
+    pages++;
+    const pageRows = lines - 1;
+    rows += pageRows;
+    if (pageRows < limit) break;
+    cursor = tail.lastField();
+  }
+  return { name: "gateway (HTTP)", rows, bytes, pages, seconds: Number(process.hrtime.bigint() - started) / 1e9 };
+}
+
+/** A codec whose `_cursor` is the payload only (no MAC), to measure what the MAC costs per row. */
+export class UnsignedCursorCodec extends CursorCodec {
+  override sqlExpression(_binding: unknown, columns: { lastModified: string; id: string; rowIndex?: string }): string {
+    return `encode('\\x0100'::bytea || timestamptz_send(${columns.lastModified}) || uuid_send(${columns.id}) || '\\x00000000'::bytea, 'base64')`;
+  }
+}
+
+/** The position in an (unsigned or signed) cursor's payload. */
+export function payloadPosition(cursor: string): CursorPosition {
+  const bytes = Buffer.from(cursor, "base64");
+  const hex = bytes.subarray(10, 26).toString("hex");
+  return {
+    lastModifiedMicros: bytes.readBigInt64BE(2) + PG_EPOCH_OFFSET_MICROS,
+    id: `${hex.slice(0, 8)}-${hex.slice(8, 12)}-${hex.slice(12, 16)}-${hex.slice(16, 20)}-${hex.slice(20)}`,
+    rowIndex: bytes.readInt32BE(26),
+  };
+}
