@@ -47,6 +47,23 @@ describe("registry sync queue", () => {
     });
   });
 
+  describe("listener connection", () => {
+    it("re-establishes LISTEN after losing its connection and keeps reacting to NOTIFY", async () => {
+      const service = await startSchemaService();
+      try {
+        await eventually("listener connected", async () => service.worker.listening);
+        const firstPid = service.worker.listenerBackendPid!;
+        expect(firstPid).toEqual(expect.any(Number));
+        await pool.query("SELECT pg_terminate_backend($1)", [firstPid]);
+        await eventually("listener reconnected", async () => service.worker.listening && service.worker.listenerBackendPid !== firstPid);
+        const org = await createTestOrganization(pool);
+        await eventually("organization synced after reconnect", async () => (await registryRows(pool, org)).size === 12);
+      } finally {
+        await service.stop();
+      }
+    });
+  });
+
   describe("polling fallback", () => {
     it("processes rows queued while no listener heard them", async () => {
       const org = await createTestOrganization(pool);

@@ -164,6 +164,25 @@ describe("SyncDatasets (fixed datasets)", () => {
     expect(rows.get("resources_areas")!.columns.at(-1)!.key).toBe("zone");
   });
 
+  it("stays consistent while attribute changes, RPC syncs and the queue worker interleave", async () => {
+    const org = await createTestOrganization(pool);
+    const busyWorker = await startSchemaService({ REGISTRY_POLL_MS: "50" });
+    try {
+      await Promise.all(
+        Array.from({ length: 12 }, async (_, i) => {
+          await addAttribute(pool, org, { kind: "customers", key: `attr ${i}`, position: i });
+          await sync(org);
+        }),
+      );
+      await sync(org);
+      const customers = (await registryRows(pool, org)).get("resources_customers")!;
+      const keys = customers.columns.filter((c) => c.source.kind === "attribute").map((c) => c.key);
+      expect(keys).toEqual(Array.from({ length: 12 }, (_, i) => `attr_${i}`));
+    } finally {
+      await busyWorker.stop();
+    }
+  });
+
   it("rejects an organization id that is not a uuid", async () => {
     await expect(client.syncDatasets({ organizationId: "nope" })).rejects.toMatchObject({ status: 400, errorCode: "INVALID_PARAMETER" });
   });

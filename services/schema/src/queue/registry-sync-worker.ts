@@ -156,4 +156,10 @@ export class RegistrySyncWorker {
   get listening(): boolean {
     return this.listenEstablished;
   }
+
+  /** Backend process id of the LISTEN connection (undefined while down). */
+  get listenerBackendPid(): number | undefined {
+    const client = this.listener as (Client & { processID?: number }) | undefined;
+    return this.listenEstablished ? client?.processID : undefined;
+  }
 }

@@ -74,6 +74,10 @@ export const fixedDatasetsSyncer: DatasetSyncer = {
     let changed = 0;
     for (const definition of FIXED_DATASETS) {
       const current = stored.get(definition.key);
+      if (current && current.kind !== (definition.family === "resource" ? "resource" : "deviations")) {
+        // Form dataset keys never take a fixed key (assignDatasetKeys is given them as taken); never overwrite one.
+        throw new Error(`registry key ${definition.key} of organization ${organizationId} is held by a ${current.kind} dataset`);
+      }
       const desired = fixedDatasetEntry(definition, attributes, current?.name_assignments ?? {});
       if (await writeRegistryEntry(client, organizationId, desired, current)) changed++;
     }

@@ -31,13 +31,15 @@ export async function inTransaction<T>(pool: Pool, body: (client: PoolClient) =>
 /**
  * Brings the organization's registry up to date now (the SyncDatasets RPC) and settles its queue
  * row in the same transaction. Lock order matches the queue worker (queue row, then advisory lock),
- * so the two never deadlock; a worker busy with this organization is simply waited for.
+ * so the two never deadlock; a worker busy with this organization is simply waited for. Only a queue
+ * row locked here at the start is deleted: one queued later (by a change this sync may not have
+ * seen) is left for the worker, and deleting it would mean waiting for whoever holds it.
  */
 export function syncOrganization(pool: Pool, organizationId: string, syncers: readonly DatasetSyncer[]): Promise<number> {
   return inTransaction(pool, async (client) => {
-    await client.query("SELECT 1 FROM registry_sync_queue WHERE organization_id = $1 FOR UPDATE", [organizationId]);
+    const queued = await client.query("SELECT 1 FROM registry_sync_queue WHERE organization_id = $1 FOR UPDATE", [organizationId]);
     const changed = await runSyncers(client, organizationId, syncers);
-    await client.query("DELETE FROM registry_sync_queue WHERE organization_id = $1", [organizationId]);
+    if (queued.rowCount) await client.query("DELETE FROM registry_sync_queue WHERE organization_id = $1", [organizationId]);
     return changed;
   });
 }
