@@ -133,6 +133,14 @@ describe("applyDocument", () => {
     await expectRejected({ organization: org, lots: [{ id: randomUUID(), expiryDate: "2024-02-30" }] }, "INVALID_DOCUMENT", /lots\[0\]\.expiryDate: is not a valid date/);
     await expectRejected({ organization: org, suppliers: [{ id: randomUUID(), attributes: { Nope: 1 } }] }, "UNKNOWN_REFERENCE", /suppliers\[0\]\.attributes\.Nope: no custom attribute/);
     await expectRejected({ organization: randomUUID() }, "NOT_FOUND", /does not exist/);
+    await expectRejected(
+      { organization: org, teams: [{ id: ids.site, name: "A" }, { id: ids.site, name: "B" }] },
+      "UNKNOWN_REFERENCE",
+      /teams\[1\]\.id: .* is already used by teams\[0\]/,
+    );
+    // A problem found only after writing started (a parent cycle) still rolls everything back.
+    const [p, q] = [randomUUID(), randomUUID()];
+    await expectRejected({ ...badRef, suppliers: [], sites: [{ id: p, parentId: q, name: "P" }, { id: q, parentId: p, name: "Q" }] }, "INVALID_DOCUMENT", /cycle/);
 
     expect(await counts(org)).toEqual(before.counts);
     expect(await counters(org)).toEqual(before.counters);

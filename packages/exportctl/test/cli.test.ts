@@ -87,6 +87,10 @@ describe("exportctl CLI", () => {
     expect(missingSecret.code).toBe(1);
     expect(missingSecret.stderr).toContain("KEY_HASH_SECRET");
 
+    const migrated = exportctl(["migrate"]);
+    expect(migrated.code).toBe(0);
+    expect(migrated.stdout).toContain("database is up to date");
+
     const usage = exportctl(["keys", "issue"]);
     expect(usage.code).toBe(2);
     expect(usage.stderr).toMatch(/required option/);
