@@ -9,9 +9,9 @@ let harness: ExportHarness;
 let org: string;
 const gridTable = `export_test_errgrid_${randomUUID().replace(/-/g, "").slice(0, 12)}`;
 const gridColumns: ColumnSpec[] = [
-  { key: "id", dataType: "uuid", source: { kind: "table", column: "id" } },
-  { key: "last_modified", dataType: "dateTime", source: { kind: "table", column: "last_modified" } },
-  { key: "row_index", dataType: "number", source: { kind: "table", column: "row_index" } },
+  { key: "id", dataType: "uuid", source: { kind: "table", column: "c1" } },
+  { key: "last_modified", dataType: "dateTime", source: { kind: "table", column: "c2" } },
+  { key: "row_index", dataType: "number", source: { kind: "table", column: "c3" } },
 ];
 let supplierCursor: string;
 
@@ -22,8 +22,9 @@ beforeAll(async () => {
   await registerFixedDataset(pool, org, "resources_suppliers");
   await registerFixedDataset(pool, org, "resources_customers");
   await pool.query(`INSERT INTO suppliers (organization_id, id, name) VALUES ($1, gen_random_uuid(), 'A'), ($1, gen_random_uuid(), 'B')`, [org]);
-  await pool.query(`CREATE TABLE ${gridTable} (organization_id uuid, id uuid, last_modified timestamptz, row_index int)`);
-  await pool.query(`INSERT INTO ${gridTable} VALUES ($1, gen_random_uuid(), now(), 1)`, [org]);
+  await pool.query(`CREATE TABLE ${gridTable} (organization_id uuid, id uuid, last_modified timestamptz, completed_at timestamptz, row_index int,
+    c1 text, c2 text, c3 text)`);
+  await pool.query(`INSERT INTO ${gridTable} VALUES ($1, gen_random_uuid(), now(), NULL, 1, 'x', 'y', '1')`, [org]);
   await upsertRegistry(pool, org, { key: "audit__rows", kind: "grid", sourceRef: randomUUID(), columns: gridColumns, tableName: gridTable });
   await upsertRegistry(pool, org, { key: "broken_form", kind: "submission", sourceRef: randomUUID(), columns: gridColumns, state: "failed" });
   await upsertRegistry(pool, org, { key: "old_name", kind: "submission", sourceRef: randomUUID(), columns: gridColumns, state: "retired" });

@@ -17,16 +17,17 @@ function micros(text: string): bigint {
   return BigInt(Date.parse(`${m[1]}T${m[2]}Z`)) * 1000n + BigInt((m[3] ?? "").padEnd(6, "0"));
 }
 
+// Materialized like packages/form-datasets: typed paging columns, then every CSV column as final text (c1..cN).
 const gridColumns: ColumnSpec[] = [
-  { key: "id", dataType: "uuid", source: { kind: "table", column: "id" } },
-  { key: "last_modified", dataType: "dateTime", source: { kind: "table", column: "last_modified" } },
-  { key: "row_index", dataType: "number", source: { kind: "table", column: "row_index" } },
-  { key: "temperature", dataType: "number", source: { kind: "table", column: "temperature" } },
+  { key: "id", dataType: "uuid", source: { kind: "table", column: "c1" } },
+  { key: "last_modified", dataType: "dateTime", source: { kind: "table", column: "c2" } },
+  { key: "row_index", dataType: "number", source: { kind: "table", column: "c3" } },
+  { key: "temperature", dataType: "number", source: { kind: "table", column: "c4" } },
 ];
 const submissionColumns: ColumnSpec[] = [
-  { key: "id", dataType: "uuid", source: { kind: "table", column: "id" } },
-  { key: "completed_at", dataType: "dateTime", source: { kind: "table", column: "completed_at" } },
-  { key: "last_modified", dataType: "dateTime", source: { kind: "table", column: "last_modified" } },
+  { key: "id", dataType: "uuid", source: { kind: "table", column: "c1" } },
+  { key: "completed_at", dataType: "dateTime", source: { kind: "table", column: "c2" } },
+  { key: "last_modified", dataType: "dateTime", source: { kind: "table", column: "c3" } },
 ];
 
 /** 25 suppliers over 6 distinct timestamps (many rows share last_modified). */
@@ -54,10 +55,10 @@ beforeAll(async () => {
 
   const formId = randomUUID();
   await pool.query(`INSERT INTO forms (organization_id, id, name, record_prefix) VALUES ($1,$2,'Inspection','IN')`, [org, formId]);
-  await pool.query(`CREATE TABLE ${gridTable} (organization_id uuid, id uuid, last_modified timestamptz, row_index int, temperature numeric,
-    PRIMARY KEY (organization_id, last_modified, id, row_index))`);
-  await pool.query(`CREATE TABLE ${submissionTable} (organization_id uuid, id uuid, completed_at timestamptz, last_modified timestamptz,
-    PRIMARY KEY (organization_id, last_modified, id))`);
+  await pool.query(`CREATE TABLE ${gridTable} (organization_id uuid, id uuid, last_modified timestamptz, completed_at timestamptz, row_index int,
+    c1 text, c2 text, c3 text, c4 text, PRIMARY KEY (organization_id, last_modified, id, row_index))`);
+  await pool.query(`CREATE TABLE ${submissionTable} (organization_id uuid, id uuid, last_modified timestamptz, completed_at timestamptz,
+    c1 text, c2 text, c3 text, PRIMARY KEY (organization_id, last_modified, id))`);
   gridRows = [];
   for (let s = 0; s < 9; s++) {
     const id = randomUUID();
@@ -71,9 +72,21 @@ beforeAll(async () => {
       completedAt,
       lastModified,
     ]);
-    await pool.query(`INSERT INTO ${submissionTable} VALUES ($1,$2,$3,$4)`, [org, id, completedAt, lastModified]);
+    await pool.query(`INSERT INTO ${submissionTable} SELECT $1::uuid, $2::uuid, $4::timestamptz, $3::timestamptz, $2::uuid::text, $3::timestamptz::text, $4::timestamptz::text`, [
+      org,
+      id,
+      completedAt,
+      lastModified,
+    ]);
     for (let r = 1; r <= 1 + (s % 4); r++) {
-      await pool.query(`INSERT INTO ${gridTable} VALUES ($1,$2,$3,$4,$5)`, [org, id, lastModified, r, `${s}.${r}0`]);
+      await pool.query(`INSERT INTO ${gridTable} SELECT $1::uuid, $2::uuid, $3::timestamptz, $4::timestamptz, $5::int, $2::uuid::text, $3::timestamptz::text, $5::int::text, $6::text`, [
+        org,
+        id,
+        lastModified,
+        completedAt,
+        r,
+        `${s}.${r}`,
+      ]);
       gridRows.push({ id, row_index: r });
     }
   }

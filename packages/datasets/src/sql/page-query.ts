@@ -4,7 +4,6 @@ import { attributeExpression } from "./attributes";
 import { DEVIATION_EXPRESSIONS, DEVIATION_JOINS } from "./deviations";
 import { identifier, integerLiteral, tableIdentifier, timestamptzLiteral, uuidLiteral } from "./literals";
 import { RESOURCE_CORE_EXPRESSIONS, RESOURCE_TABLES, ROW } from "./resources";
-import { typedColumnText } from "./values";
 
 /** What the page query needs to know about a dataset (a subset of the registry entry). */
 export interface PageDataset {
@@ -86,7 +85,8 @@ function sourceOf(dataset: PageDataset): Source {
     joins: "",
     expression: (column) => {
       if (column.source.kind !== "table") throw new UnsupportedDatasetError(`column '${column.key}' has no table column`);
-      return typedColumnText(`${ROW}.${identifier(column.source.column)}`, column.dataType);
+      // Materialized columns already hold their final CSV text (packages/form-datasets renders them).
+      return `${ROW}.${identifier(column.source.column)}`;
     },
   };
 }
@@ -115,13 +115,9 @@ export function buildPageQuery(dataset: PageDataset, request: PageRequest, codec
         : `(t.last_modified, t.id) > (${timestamptzLiteral(lastModifiedMicros)}, ${uuidLiteral(id)})`,
     );
   }
-  if (request.completedFromMicros !== undefined || request.completedToMicros !== undefined) {
-    // Form datasets share the submission's id; its completed_at decides (also for grids).
-    const bounds = ["s.organization_id = t.organization_id", "s.id = t.id"];
-    if (request.completedFromMicros !== undefined) bounds.push(`s.completed_at >= ${timestamptzLiteral(request.completedFromMicros)}`);
-    if (request.completedToMicros !== undefined) bounds.push(`s.completed_at < ${timestamptzLiteral(request.completedToMicros)}`);
-    where.push(`EXISTS (SELECT 1 FROM submissions s WHERE ${bounds.join(" AND ")})`);
-  }
+  // Materialized form tables carry their submission's completed_at on every row (grids included).
+  if (request.completedFromMicros !== undefined) where.push(`t.completed_at >= ${timestamptzLiteral(request.completedFromMicros)}`);
+  if (request.completedToMicros !== undefined) where.push(`t.completed_at < ${timestamptzLiteral(request.completedToMicros)}`);
 
   const binding: CursorBinding = { datasetKey: dataset.key, shapeFingerprint: dataset.shapeFingerprint };
   const cursor = codec.sqlExpression(binding, {

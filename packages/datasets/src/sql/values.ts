@@ -1,5 +1,3 @@
-import type { DataType } from "../types";
-
 /**
  * SQL fragments that turn typed values into their final CSV text (decisions.md, CSV dialect), so
  * that COPY only has to quote. Sessions run with TimeZone=UTC and DateStyle=ISO (see @exportsvc/db).
@@ -25,21 +23,3 @@ export const personName = (first: string, last: string) => `(coalesce(${first}, 
 /** Names joined by ', ' in a deterministic (byte-wise, then id) order; NULL (empty cell) when none. */
 export const nameList = (nameExpr: string, idExpr: string, fromWhere: string) =>
   `(SELECT string_agg(${nameExpr}, ', ' ORDER BY ${nameExpr} COLLATE "C", ${idExpr}) ${fromWhere})`;
-
-/** Renders a column of a materialized (typed) table as its CSV text, by the column's dataType. */
-export function typedColumnText(expr: string, dataType: DataType | string): string {
-  switch (dataType) {
-    case "number":
-      return numberText(expr);
-    case "boolean":
-      return booleanText(expr);
-    case "dateTime":
-      return dateTimeText(expr);
-    case "localDateTime":
-      return `((${expr})::timestamp)::text`;
-    case "date":
-      return dateText(expr);
-    default:
-      return `(${expr})::text`;
-  }
-}
