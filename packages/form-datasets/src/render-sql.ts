@@ -13,35 +13,37 @@ import type { FieldChoice, FormField } from "./fields";
  */
 export function renderRowsSql(plan: DatasetPlan, opts: { onlySubmissions: boolean }): string {
   const depth = plan.gridPath.length;
-  const ctes: string[] = [
-    `l0 AS (
-      SELECT s.organization_id, s.id, s.record_id, s.site_id, st.name AS site_name, st.path AS site_path, st.time_zone AS tz,
-             s.status, s.is_archived, s.started_at, s.completed_at, s.last_modified, s.verifications, s."values" AS r0
-        FROM submissions s
-        LEFT JOIN sites st ON st.organization_id = s.organization_id AND st.id = s.site_id
-       WHERE s.organization_id = $1 AND s.form_id = $2${opts.onlySubmissions ? " AND s.id = ANY($3::uuid[])" : ""})`,
-  ];
+  const submissions = `(
+    SELECT s.organization_id, s.id, s.record_id, s.site_id, st.name AS site_name, st.path AS site_path, st.time_zone AS tz,
+           s.status, s.is_archived, s.started_at, s.completed_at, s.last_modified, s.verifications, s."values" AS r0
+      FROM submissions s
+      LEFT JOIN sites st ON st.organization_id = s.organization_id AND st.id = s.site_id
+     WHERE s.organization_id = $1 AND s.form_id = $2${opts.onlySubmissions ? " AND s.id = ANY($3::uuid[])" : ""}) AS x`;
+  // Grid rows are expanded per submission (LATERAL), so row numbering sorts a handful of rows at a
+  // time instead of the whole form: level d numbers its rows across the submission in the order of
+  // the enclosing rows (decisions.md), non-object entries are skipped.
+  let rows = "";
   plan.gridPath.forEach((grid, i) => {
     const d = i + 1;
-    const rows = `l${i}.r${i} -> ${escapeLiteral(grid.id)}`;
-    // Row numbers count across the whole submission in the order of the enclosing rows (decisions.md).
-    const order = i === 0 ? "e.ord" : `l${i}.i${i}, e.ord`;
-    ctes.push(`l${d} AS (
-      SELECT l${i}.*, e.value AS r${d}, row_number() OVER (PARTITION BY l${i}.id ORDER BY ${order}) AS i${d}
-        FROM l${i}
-       CROSS JOIN LATERAL jsonb_array_elements(CASE WHEN jsonb_typeof(${rows}) = 'array' THEN ${rows} ELSE '[]'::jsonb END) WITH ORDINALITY AS e(value, ord)
-       WHERE jsonb_typeof(e.value) = 'object')`);
+    const parentRows = i === 0 ? "x.r0" : `p.r${i}`;
+    const array = `${parentRows} -> ${escapeLiteral(grid.id)}`;
+    const elements = `jsonb_array_elements(CASE WHEN jsonb_typeof(${array}) = 'array' THEN ${array} ELSE '[]'::jsonb END) WITH ORDINALITY AS e(value, ord)`;
+    rows =
+      i === 0
+        ? `SELECT e.value AS r1, row_number() OVER (ORDER BY e.ord) AS i1 FROM ${elements} WHERE jsonb_typeof(e.value) = 'object'`
+        : `SELECT p.*, e.value AS r${d}, row_number() OVER (ORDER BY p.i${i}, e.ord) AS i${d} FROM (${rows}) AS p CROSS JOIN LATERAL ${elements} WHERE jsonb_typeof(e.value) = 'object'`;
   });
-  const source = `x.r${depth}`;
+  const source = depth === 0 ? "x.r0" : `g.r${depth}`;
   const select = [
     "x.organization_id",
     "x.id",
     "x.last_modified",
     "x.completed_at",
-    ...(depth > 0 ? [`x.i${depth}`] : []),
+    ...(depth > 0 ? [`g.i${depth}`] : []),
     ...plan.columns.map((c) => `${columnExpression(c.render, source, depth)} AS ${escapeIdentifier(c.tableColumn)}`),
   ];
-  return `WITH ${ctes.join(",\n")}\nSELECT ${select.join(",\n       ")}\n  FROM l${depth} AS x`;
+  const from = depth === 0 ? submissions : `${submissions}\n CROSS JOIN LATERAL (${rows}) AS g`;
+  return `SELECT ${select.join(",\n       ")}\n  FROM ${from}`;
 }
 
 /** The materialized table's column list, in the order renderRowsSql produces them. */
@@ -78,16 +80,35 @@ export function createIndexesSql(qualifiedName: string, plan: DatasetPlan): stri
 }
 
 const asText = (expr: string) => `(${expr})::text`;
+
+/*
+ * Tolerant conversions of stored values. The shared export_try_* helpers are plpgsql with an
+ * exception block (a subtransaction per call, ~10 µs); a rebuild calls them millions of times. So a
+ * strict pattern that guarantees the cast succeeds takes the plain cast, NULL stays NULL without a
+ * call, and only the rare odd value (day 29-31, unusual offsets, exponents) pays for the safe helper.
+ */
+const STRICT_DATE = "[1-9][0-9]{3}-(0[1-9]|1[0-2])-(0[1-9]|1[0-9]|2[0-8])";
+const STRICT_INSTANT = `^${STRICT_DATE}[T ]([01][0-9]|2[0-3]):[0-5][0-9](:[0-5][0-9](\\.[0-9]{1,6})?)?(Z|z|[-+](0[0-9]|1[0-3])(:?[0-5][0-9])?)$`;
+const STRICT_NUMBER = "^[-+]?[0-9]{1,15}(\\.[0-9]{1,15})?$";
+const STRICT_UUID = "^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$";
+
+const tolerant = (text: string, pattern: string, cast: string, fallback: string) =>
+  `CASE WHEN ${text} IS NULL THEN NULL WHEN ${text} ~ '${pattern}' THEN (${text})::${cast} ELSE ${fallback}(${text}) END`;
+/** timestamptz or NULL. */
+export const instantOf = (text: string) => tolerant(text, STRICT_INSTANT, "timestamptz", "export_try_timestamptz");
+const dateOf = (text: string) => tolerant(text, `^${STRICT_DATE}$`, "date", "export_try_date");
+const numberOf = (text: string) => tolerant(text, STRICT_NUMBER, "numeric", "export_try_numeric");
+const uuidOf = (text: string) => tolerant(text, STRICT_UUID, "uuid", "form_ds.try_uuid");
 const boolText = (cond: string) => `CASE WHEN ${cond} THEN 't' ELSE 'f' END`;
 
 function columnExpression(render: ColumnRender, source: string, depth: number): string {
   switch (render.kind) {
     case "rowIndex":
-      return asText(`x.i${depth}`);
+      return asText(`g.i${depth}`);
     case "ancestorRowIndex":
-      return asText(`x.i${render.depth}`);
+      return asText(`g.i${render.depth}`);
     case "verification":
-      return asText(`export_try_timestamptz(x.verifications ->> ${escapeLiteral(render.fieldId)}) AT TIME ZONE x.tz`);
+      return asText(`${instantOf(`(x.verifications ->> ${escapeLiteral(render.fieldId)})`)} AT TIME ZONE x.tz`);
     case "envelope":
       switch (render.name) {
         case "id":
@@ -136,24 +157,25 @@ function fieldExpression(field: FormField, part: FieldPart, source: string): str
     case "signatureName":
       return `${v} ->> 'name'`;
     case "signatureDate":
-      return asText(`export_try_timestamptz(${v} ->> 'date')`);
+      return asText(instantOf(`(${v} ->> 'date')`));
     case "resourceRecord":
       // The record snapshot stored with the value at capture time (docs/form-datasets.md).
       return `CASE WHEN jsonb_typeof(${v} -> 'record') = 'object' THEN (${v} -> 'record')::text END`;
     case "resourceId":
-      return asText(`form_ds.try_uuid(CASE WHEN jsonb_typeof(${v}) = 'string' THEN ${vt} ELSE ${v} ->> 'id' END)`);
+      return asText(uuidOf(`(CASE WHEN jsonb_typeof(${v}) = 'string' THEN ${vt} ELSE ${v} ->> 'id' END)`));
     case "value":
       break;
   }
   switch (field.type) {
     case "number":
-      return `export_number_text(export_try_numeric(${vt}))`;
+      // A JSON number casts safely; a string goes through the tolerant path.
+      return `export_number_text(CASE WHEN jsonb_typeof(${v}) = 'number' THEN (${v})::numeric ELSE ${numberOf(vt)} END)`;
     case "yesNo":
       return `CASE WHEN jsonb_typeof(${v}) = 'boolean' THEN ${boolText(`${v} = 'true'::jsonb`)} END`;
     case "date":
-      return asText(`export_try_date(${vt})`);
+      return asText(dateOf(vt));
     case "dateTime":
-      return asText(`export_try_timestamptz(${vt})`);
+      return asText(instantOf(vt));
     case "select":
       return choiceLabel(field.options, vt);
     case "attachment":
