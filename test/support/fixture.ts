@@ -35,21 +35,23 @@ export async function startE2E(opts: E2EOptions = {}): Promise<E2E> {
   const demo = await seedDemo(pool, { keyHashSecret });
   // The demo organization may have been seeded by an earlier suite of this run with another secret.
   const demoKey = demo.secret ? { secret: demo.secret } : await issueKeyInto(pool, keyHashSecret, demo.organizationId);
-  const ports = await Promise.all(Array.from({ length: 8 }, freePort));
-  const stack = await startStack({
-    databaseUrl: opts.databaseUrl ?? testDatabaseUrl(),
-    redisUrl: process.env.REDIS_URL || undefined,
-    keyHashSecret,
-    cursorKeys: `7:${randomBytes(24).toString("base64")}`,
-    ports: {
-      gateway: ports[0],
-      catalog: ports[1],
-      export: ports[2],
-      schema: ports[3],
-      metrics: { gateway: ports[4], catalog: ports[5], export: ports[6], schema: ports[7] },
-    },
-    env: { RATE_LIMIT_PER_WINDOW: "100000", ...(opts.env ?? {}) },
-    serviceEnv: opts.serviceEnv,
+  const stack = await startWithFreshPorts(async () => {
+    const ports = await Promise.all(Array.from({ length: 8 }, freePort));
+    return startStack({
+      databaseUrl: opts.databaseUrl ?? testDatabaseUrl(),
+      redisUrl: process.env.REDIS_URL || undefined,
+      keyHashSecret,
+      cursorKeys: `7:${randomBytes(24).toString("base64")}`,
+      ports: {
+        gateway: ports[0],
+        catalog: ports[1],
+        export: ports[2],
+        schema: ports[3],
+        metrics: { gateway: ports[4], catalog: ports[5], export: ports[6], schema: ports[7] },
+      },
+      env: { RATE_LIMIT_PER_WINDOW: "100000", ...(opts.env ?? {}) },
+      serviceEnv: opts.serviceEnv,
+    });
   });
   const apiKey = demoKey.secret;
   return {
@@ -82,4 +84,15 @@ async function issueKeyInto(pool: Pool, keyHashSecret: string, organizationId: s
     [key.id, organizationId, hashApiKeySecret(key.secret, keyHashSecret), o.expiresAt ?? null, o.revoked ? new Date() : null],
   );
   return key;
+}
+
+/** A port picked free can be taken by another process before a service binds it: try again with new ones. */
+async function startWithFreshPorts(start: () => Promise<RunningStack>, attempts = 3): Promise<RunningStack> {
+  for (let i = 1; ; i++) {
+    try {
+      return await start();
+    } catch (err) {
+      if (i >= attempts || !/EADDRINUSE/.test((err as Error).message)) throw err;
+    }
+  }
 }
