@@ -10,6 +10,8 @@ export interface MaintenanceLoopOptions {
   batchSize?: number;
   /** Delay before re-establishing a lost LISTEN connection. Default 1000 ms. */
   reconnectDelayMs?: number;
+  /** Only this organization's changes (tests, tools); default all organizations. */
+  organizationId?: string;
   onError?: (err: unknown) => void;
   onApplied?: (result: ApplyResult) => void;
 }
@@ -42,7 +44,7 @@ export function startMaintenanceLoop(pool: Pool, opts: MaintenanceLoopOptions = 
       again = false;
       for (;;) {
         if (stopped) return;
-        const result = await applyPendingChanges(pool, { batchSize });
+        const result = await applyPendingChanges(pool, { batchSize, organizationId: opts.organizationId });
         if (result.consumed + result.rebuilds > 0) opts.onApplied?.(result);
         // A full batch means more may be waiting; deferred rows wait for the next wake or poll.
         if (result.consumed < batchSize) break;

@@ -7,6 +7,8 @@ import { bumpDatasetChanges, errorMessage, formLockKeys, isTransient, pinTextFor
 export interface ApplyOptions {
   /** Change-log rows claimed per transaction (default 500). */
   batchSize?: number;
+  /** Only this organization's changes (e.g. to settle one organization before reading it); default all. */
+  organizationId?: string;
 }
 
 export interface ApplyResult {
@@ -34,21 +36,22 @@ export async function applyPendingChanges(pool: Pool, opts: ApplyOptions = {}): 
   const batchSize = opts.batchSize ?? 500;
   const result = emptyResult();
   for (let i = 0; i < batchSize; i++) {
-    const rebuilt = await runOneRebuildRequest(pool, result);
+    const rebuilt = await runOneRebuildRequest(pool, opts.organizationId ?? null, result);
     if (!rebuilt) break;
   }
-  await applySubmissionChanges(pool, batchSize, result);
+  await applySubmissionChanges(pool, batchSize, opts.organizationId ?? null, result);
   return result;
 }
 
-async function runOneRebuildRequest(pool: Pool, result: ApplyResult): Promise<boolean> {
+async function runOneRebuildRequest(pool: Pool, orgFilter: string | null, result: ApplyResult): Promise<boolean> {
   const client = await pool.connect();
   let tablesToDrop: string[] = [];
   try {
     await client.query("BEGIN");
     const claimed = await client.query<{ organization_id: string; form_id: string }>(
-      `SELECT organization_id, form_id FROM form_dataset_changes WHERE kind = 'rebuild'
+      `SELECT organization_id, form_id FROM form_dataset_changes WHERE kind = 'rebuild' AND ($1::uuid IS NULL OR organization_id = $1)
         ORDER BY seq LIMIT 1 FOR UPDATE SKIP LOCKED`,
+      [orgFilter],
     );
     if (claimed.rowCount === 0) {
       await client.query("COMMIT");
@@ -89,15 +92,16 @@ interface ClaimedChange {
   submission_id: string;
 }
 
-async function applySubmissionChanges(pool: Pool, batchSize: number, result: ApplyResult): Promise<void> {
+async function applySubmissionChanges(pool: Pool, batchSize: number, orgFilter: string | null, result: ApplyResult): Promise<void> {
   const client = await pool.connect();
   try {
     await client.query("BEGIN");
     await pinTextForms(client);
     const claimed = await client.query<ClaimedChange>(
-      `SELECT seq, organization_id, form_id, submission_id FROM form_dataset_changes WHERE kind = 'submission'
+      `SELECT seq, organization_id, form_id, submission_id FROM form_dataset_changes
+        WHERE kind = 'submission' AND ($2::uuid IS NULL OR organization_id = $2)
         ORDER BY seq LIMIT $1 FOR UPDATE SKIP LOCKED`,
-      [batchSize],
+      [batchSize, orgFilter],
     );
     const groups = new Map<string, ClaimedChange[]>();
     for (const c of claimed.rows) {

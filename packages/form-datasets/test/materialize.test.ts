@@ -17,8 +17,8 @@ import {
   uuid,
 } from "./support";
 
-// One file for every database test of the engine: the change consumer is global (it drains every
-// organization's log), so tests that call it must not run beside tests that count rebuilds.
+// One file for every database test of the engine, run serially: tests that drain the change log must
+// not run beside tests that count rebuilds.
 let pool: Pool;
 beforeAll(() => {
   pool = testPool();
@@ -30,10 +30,13 @@ afterAll(async () => {
 /** Build requests queued by publishing in a test that calls buildDataset itself. */
 const discardQueuedRebuilds = (orgId: string) => pool.query("DELETE FROM form_dataset_changes WHERE organization_id = $1 AND kind = 'rebuild'", [orgId]);
 
-/** Drains the change log (other organizations' changes included) until nothing is left to do. */
-async function drain(): Promise<void> {
+/**
+ * Drains one organization's change log until nothing is left to do (only its own: suites of other
+ * packages run beside this one and own their organizations' registries).
+ */
+async function drain(organizationId: string): Promise<void> {
   for (let i = 0; i < 20; i++) {
-    const r = await applyPendingChanges(pool, { batchSize: 200 });
+    const r = await applyPendingChanges(pool, { batchSize: 200, organizationId });
     if (r.consumed === 0 && r.rebuilds === 0 && r.deferred === 0) return;
   }
   throw new Error("change log did not drain");
@@ -180,6 +183,57 @@ describe("rebuild: every value form", () => {
     expect(entry.columns.every((c) => c.source.kind === "table")).toBe(true);
     const orgCol = await pool.query(`SELECT DISTINCT organization_id FROM ${entry.table_name}`);
     expect(orgCol.rows).toEqual([{ organization_id: orgId }]);
+  });
+});
+
+describe("rebuild: tolerant conversions", () => {
+  it.each([
+    ["number", "007.50", "7.5"],
+    ["number", "-3", "-3"],
+    ["number", "1e3", "1000"],
+    ["number", 1e21, "1000000000000000000000"],
+    ["number", "12,5", null],
+    ["number", true, null],
+    ["date", "2024-12-31", "2024-12-31"],
+    ["date", "2023-02-29", null],
+    ["date", "0000-01-01", null],
+    ["date", "2024-1-5", null],
+    ["dateTime", "2024-01-31T23:59:59.999999Z", "2024-01-31 23:59:59.999999+00"],
+    ["dateTime", "2024-06-30 12:00:00-0930", "2024-06-30 21:30:00+00"],
+    ["dateTime", "2024-01-01T00:00:00+14:00", "2023-12-31 10:00:00+00"],
+    ["dateTime", "2024-01-01T25:00:00Z", null],
+    ["dateTime", "tomorrow", null],
+    ["yesNo", false, "f"],
+    ["yesNo", "true", null],
+    ["text", 42, "42"],
+    ["attachment", "single.pdf", "single.pdf"],
+  ])("%s value %j exports as %j", async (type, value, expected) => {
+    const orgId = await createTestOrganization(pool);
+    const f = field(type, "v", "V");
+    const formId = await insertForm(pool, orgId, "Conversions", [f]);
+    await insertSubmission(pool, orgId, formId, { values: { [f.id]: value } });
+    await discardQueuedRebuilds(orgId);
+    await buildDataset(pool, orgId, formId);
+    expect((await datasetRows(pool, orgId, "conversions")).map((r) => r.v)).toEqual([expected]);
+  });
+
+  it("resource select ids: braces, upper case and bare strings normalize; anything else is empty", async () => {
+    const orgId = await createTestOrganization(pool);
+    const f = field("resourceSelect", "r", "R");
+    const formId = await insertForm(pool, orgId, "Refs", [f]);
+    const id = uuid();
+    const cases = [{ id: `{${id.toUpperCase()}}` }, id, { id: 12 }, { record: { name: "no id" } }];
+    for (const [i, value] of cases.entries()) {
+      await insertSubmission(pool, orgId, formId, { lastModified: `2024-01-0${i + 1}T00:00:00Z`, values: { [f.id]: value } });
+    }
+    await discardQueuedRebuilds(orgId);
+    await buildDataset(pool, orgId, formId);
+    expect((await datasetRows(pool, orgId, "refs")).map((r) => [r.r_id, r.r])).toEqual([
+      [id, null],
+      [id, null],
+      [null, null],
+      [null, '{"name": "no id"}'],
+    ]);
   });
 });
 
@@ -341,7 +395,7 @@ describe("rebuild lifecycle", () => {
     const text = field("text", "note", "Note");
     const formId = await insertForm(pool, orgId, "Frozen", [text]);
     const sub = await insertSubmission(pool, orgId, formId, { values: { [text.id]: "before" } });
-    await drain();
+    await drain(orgId);
     const before = await registryRow(pool, orgId, "frozen");
     const version = await changeVersion(pool, orgId, "frozen");
 
@@ -349,7 +403,7 @@ describe("rebuild lifecycle", () => {
     await pool.query(`UPDATE submissions SET "values" = $2 WHERE id = $1`, [sub, JSON.stringify({ [text.id]: "after" })]);
     await insertSubmission(pool, orgId, formId, { values: { [text.id]: "new" } });
     await publish(pool, orgId, formId, [text, field("text", "extra", "Extra")]);
-    await drain();
+    await drain(orgId);
     expect(await buildDataset(pool, orgId, formId)).toMatchObject({ status: "frozen" });
 
     expect(await registryRow(pool, orgId, "frozen")).toEqual(before);
@@ -366,13 +420,13 @@ describe("rebuild lifecycle", () => {
     const healthy = await insertForm(pool, orgId, "Healthy", [text]);
     await insertSubmission(pool, orgId, broken, { siteId: blank, values: { [text.id]: "b" } });
     await insertSubmission(pool, orgId, healthy, { siteId: good, values: { [text.id]: "h" } });
-    await drain();
+    await drain(orgId);
     const builtBefore = await registryRow(pool, orgId, "broken");
 
     await pool.query("UPDATE sites SET time_zone = '' WHERE id = $1", [blank]);
     await publish(pool, orgId, broken, [text, field("text", "more", "More")]);
     await publish(pool, orgId, healthy, [text, field("text", "more", "More")]);
-    await drain();
+    await drain(orgId);
 
     const failed = await registryRow(pool, orgId, "broken");
     expect(failed.state).toBe("failed");
@@ -393,7 +447,7 @@ describe("rebuild lifecycle", () => {
 
     // Fixing the zone queues the blocked rebuilds.
     await pool.query("UPDATE sites SET time_zone = 'Asia/Tokyo' WHERE id = $1", [blank]);
-    await drain();
+    await drain(orgId);
     expect(await registryRow(pool, orgId, "broken")).toMatchObject({ state: "ready", error: null });
     expect(await registryRow(pool, orgId, "fresh")).toMatchObject({ state: "ready" });
     expect((await registryRow(pool, orgId, "broken")).columns.map((c) => c.key)).toContain("more");
@@ -408,7 +462,7 @@ describe("incremental maintenance", () => {
     const item = field("text", "item", "Item");
     const grid = field("grid", "items", "Items", { fields: [item] });
     const formId = await insertForm(pool, orgId, "Live", [title, grid]);
-    await drain();
+    await drain(orgId);
     expect((await registryRows(pool, orgId)).map((r) => [r.key, r.state])).toEqual([
       ["live", "ready"],
       ["live__items", "ready"],
@@ -423,7 +477,7 @@ describe("incremental maintenance", () => {
       lastModified: "2024-06-01T00:00:00Z",
       values: { [title.id]: "first", [grid.id]: rows("a", "b", "c") },
     });
-    await drain();
+    await drain(orgId);
     expect((await datasetRows(pool, orgId, "live")).map((r) => [r.id, r.title, r.last_modified_local])).toEqual([[sub, "first", "2024-06-01 05:30:00"]]);
     expect((await datasetRows(pool, orgId, "live__items")).map((r) => [r.row_index, r.item])).toEqual([
       ["1", "a"],
@@ -440,7 +494,7 @@ describe("incremental maintenance", () => {
       sub,
       JSON.stringify({ [title.id]: "edited", [grid.id]: rows("b", "c") }),
     ]);
-    await drain();
+    await drain(orgId);
     expect((await datasetRows(pool, orgId, "live")).map((r) => r.title)).toEqual(["edited"]);
     expect((await datasetRows(pool, orgId, "live__items")).map((r) => [r.row_index, r.item, r.last_modified])).toEqual([
       ["1", "b", "2024-06-02 00:00:00+00"],
@@ -451,12 +505,12 @@ describe("incremental maintenance", () => {
     // A submission without grid rows does not move the grid dataset's counter.
     const g2 = await changeVersion(pool, orgId, "live__items");
     const other = await insertSubmission(pool, orgId, formId, { values: { [title.id]: "no rows" } });
-    await drain();
+    await drain(orgId);
     expect(await changeVersion(pool, orgId, "live__items")).toBe(g2);
     expect((await datasetRows(pool, orgId, "live")).map((r) => r.title).sort()).toEqual(["edited", "no rows"]);
 
     await pool.query("DELETE FROM submissions WHERE organization_id = $1 AND id = $2", [orgId, sub]);
-    await drain();
+    await drain(orgId);
     expect((await datasetRows(pool, orgId, "live")).map((r) => r.id)).toEqual([other]);
     expect(await datasetRows(pool, orgId, "live__items")).toEqual([]);
     expect(await changeVersion(pool, orgId, "live__items")).toBeGreaterThan(g2);
@@ -466,7 +520,7 @@ describe("incremental maintenance", () => {
     const orgId = await createTestOrganization(pool);
     const title = field("text", "title", "Title");
     const formId = await insertForm(pool, orgId, "Idem", [title]);
-    await drain();
+    await drain(orgId);
     const client = await pool.connect();
     try {
       await client.query("BEGIN");
@@ -482,11 +536,11 @@ describe("incremental maintenance", () => {
     expect(pending.rows[0].n).toBe(0);
 
     const sub = await insertSubmission(pool, orgId, formId, { values: { [title.id]: "x" } });
-    await drain();
+    await drain(orgId);
     // Replaying the same change (as a crashed consumer would) renders the same single row.
     await pool.query("INSERT INTO form_dataset_changes (organization_id, kind, form_id, submission_id) VALUES ($1, 'submission', $2, $3)", [orgId, formId, sub]);
     await pool.query("INSERT INTO form_dataset_changes (organization_id, kind, form_id, submission_id) VALUES ($1, 'submission', $2, $3)", [orgId, formId, sub]);
-    await drain();
+    await drain(orgId);
     expect((await datasetRows(pool, orgId, "idem")).map((r) => [r.id, r.title])).toEqual([[sub, "x"]]);
   });
 
@@ -497,14 +551,14 @@ describe("incremental maintenance", () => {
     const grid = field("grid", "g", "G", { fields: [item] });
     const formA = await insertForm(pool, orgId, "Concurrent A", [title, grid]);
     const formB = await insertForm(pool, orgId, "Concurrent B", [title]);
-    await drain();
+    await drain(orgId);
     const ids: string[] = [];
     for (let i = 0; i < 40; i++) {
       ids.push(await insertSubmission(pool, orgId, i % 2 ? formA : formB, { values: { [title.id]: `t${i}`, [grid.id]: [{ [item.id]: i }, { [item.id]: i + 1 }] } }));
     }
     for (const id of ids.slice(0, 10)) await pool.query(`UPDATE submissions SET status = 'Cancelled' WHERE id = $1`, [id]);
-    await Promise.all([1, 2, 3].map(() => applyPendingChanges(pool, { batchSize: 7 })));
-    await drain();
+    await Promise.all([1, 2, 3].map(() => applyPendingChanges(pool, { batchSize: 7, organizationId: orgId })));
+    await drain(orgId);
     const a = await datasetRows(pool, orgId, "concurrent_a");
     const b = await datasetRows(pool, orgId, "concurrent_b");
     expect(a.length + b.length).toBe(40);
@@ -517,11 +571,11 @@ describe("incremental maintenance", () => {
     const siteId = await insertSite(pool, orgId, { timeZone: "UTC" });
     const title = field("text", "title", "Title");
     const formId = await insertForm(pool, orgId, "Stuck", [title]);
-    await drain();
+    await drain(orgId);
     await pool.query("UPDATE sites SET time_zone = 'Not/AZone' WHERE id = $1", [siteId]);
-    await drain();
+    await drain(orgId);
     await insertSubmission(pool, orgId, formId, { siteId, values: { [title.id]: "x" } });
-    await drain();
+    await drain(orgId);
     const entry = await registryRow(pool, orgId, "stuck");
     expect(entry.state).toBe("failed");
     expect(entry.error).toMatch(/time zone/);
@@ -534,7 +588,7 @@ describe("incremental maintenance", () => {
     const title = field("text", "title", "Title");
     const formId = await insertForm(pool, orgId, "Looped", [title]);
     // A long poll interval: only the notification can make this test pass in time.
-    const loop = startMaintenanceLoop(pool, { pollIntervalMs: 600_000, batchSize: 50 });
+    const loop = startMaintenanceLoop(pool, { pollIntervalMs: 600_000, batchSize: 50, organizationId: orgId });
     try {
       const waitFor = async (check: () => Promise<boolean>) => {
         for (let i = 0; i < 200; i++) {
