@@ -135,7 +135,7 @@ describe("applyDocument", () => {
     await expectRejected({ organization: randomUUID() }, "NOT_FOUND", /does not exist/);
     await expectRejected(
       { organization: org, teams: [{ id: ids.site, name: "A" }, { id: ids.site, name: "B" }] },
-      "UNKNOWN_REFERENCE",
+      "INVALID_DOCUMENT",
       /teams\[1\]\.id: .* is already used by teams\[0\]/,
     );
     // A problem found only after writing started (a parent cycle) still rolls everything back.
@@ -160,7 +160,7 @@ describe("applyDocument", () => {
     await expectRejected({ organization: org, lots: [{ id: ids.lot, productId: ids.product }] }, "UNKNOWN_REFERENCE", /lots\[0\]\.productId: unknown product/);
     const ok = await applyDocument(pool, { organization: org, lots: [{ id: ids.lot, code: "L-1", productId: ids.product }], delete: { products: [ids.product] } });
     expect(ok.sections.lots.updated).toBe(1);
-    await expectRejected({ ...smallDoc(org), delete: { sites: [ids.site] } }, "UNKNOWN_REFERENCE", /delete\.sites\[0\]: .* is also declared in sites\[0\]/);
+    await expectRejected({ ...smallDoc(org), delete: { sites: [ids.site] } }, "INVALID_DOCUMENT", /delete\.sites\[0\]: .* is also declared in sites\[0\]/);
   });
 
   test("site and area paths run from the outermost ancestor to the record itself", async () => {
@@ -227,9 +227,9 @@ describe("applyDocument", () => {
     await applyDocument(pool, { ...base, submissions: [{ id: sub, formId: form, values: { pick: "a", rows: [{ when: "2024-05-01" }, { when: null }] } }] });
     const stored = await pool.query("SELECT \"values\" FROM submissions WHERE organization_id = $1", [org]);
     expect(stored.rows[0].values).toEqual({ [sel]: "a", [grid]: [{ [inner]: "2024-05-01" }, { [inner]: null }] });
-    await expectRejected({ ...base, submissions: [{ id: sub, formId: form, values: { pick: "b" } }] }, "UNKNOWN_REFERENCE", /submissions\[0\]\.values\.pick: a select value must be one of the option keys a/);
-    await expectRejected({ ...base, submissions: [{ id: sub, formId: form, values: { rows: [{ when: "May" }] } }] }, "UNKNOWN_REFERENCE", /submissions\[0\]\.values\.rows\[0\]\.when: a date value/);
-    await expectRejected({ ...base, submissions: [{ id: sub, formId: form, values: { nope: 1 } }] }, "UNKNOWN_REFERENCE", /values\.nope: the form has no field/);
+    await expectRejected({ ...base, submissions: [{ id: sub, formId: form, values: { pick: "b" } }] }, "INVALID_DOCUMENT", /submissions\[0\]\.values\.pick: a select value must be one of the option keys a/);
+    await expectRejected({ ...base, submissions: [{ id: sub, formId: form, values: { rows: [{ when: "May" }] } }] }, "INVALID_DOCUMENT", /submissions\[0\]\.values\.rows\[0\]\.when: a date value/);
+    await expectRejected({ ...base, submissions: [{ id: sub, formId: form, values: { nope: 1 } }] }, "INVALID_DOCUMENT", /values\.nope: the form has no field/);
   });
 
   test("publishing changed fields adds a published form version; unchanged fields add none", async () => {

@@ -57,7 +57,9 @@ async function applyInTransaction(client: PoolClient, doc: ApplyDocument): Promi
   // Serializes applies (and record/deviation code allocation) per organization.
   await client.query("SELECT pg_advisory_xact_lock(hashtext('exportctl-apply'), hashtext($1))", [org]);
 
+  // Problems of the document itself, and references to records or attributes that do not exist.
   const problems: string[] = [];
+  const referenceProblems: string[] = [];
   const refs = new ReferenceChecker(doc);
   checkIdentities(doc, problems);
 
@@ -74,7 +76,7 @@ async function applyInTransaction(client: PoolClient, doc: ApplyDocument): Promi
         const path = `${section.section}[${i}]`;
         collectResourceReferences(section.section, rec, path, refs);
         const row = toRow(section, rec);
-        if (section.attributeKind) row.attributes = resolveAttributes(rec.attributes as Record<string, unknown> | undefined, section.attributeKind, attributeDefs, `${path}.attributes`, refs, problems);
+        if (section.attributeKind) row.attributes = resolveAttributes(rec.attributes as Record<string, unknown> | undefined, section.attributeKind, attributeDefs, `${path}.attributes`, refs, problems, referenceProblems);
         return row;
       }),
     );
@@ -117,8 +119,13 @@ async function applyInTransaction(client: PoolClient, doc: ApplyDocument): Promi
     if (d.linkedRecordId) refs.add("submissions", d.linkedRecordId, `${path}.linkedRecordId`);
   });
 
-  problems.push(...(await refs.unknown(client, org)));
-  if (problems.length > 0) throw new ExportctlError("UNKNOWN_REFERENCE", "The apply document does not fit the stored data; nothing was loaded.", problems);
+  referenceProblems.push(...(await refs.unknown(client, org)));
+  if (problems.length > 0) {
+    throw new ExportctlError("INVALID_DOCUMENT", "The apply document is invalid; nothing was loaded.", [...problems, ...referenceProblems]);
+  }
+  if (referenceProblems.length > 0) {
+    throw new ExportctlError("UNKNOWN_REFERENCE", "The apply document refers to records that do not exist; nothing was loaded.", referenceProblems);
+  }
 
   const sections: Record<string, SectionResult> = {};
   const record = (name: string, r: UpsertResult) => (sections[name] = { ...r, deleted: 0 });
@@ -268,6 +275,7 @@ function resolveAttributes(
   path: string,
   refs: ReferenceChecker,
   problems: string[],
+  referenceProblems: string[],
 ): Record<string, unknown> {
   const out: Record<string, unknown> = {};
   const ofKind = defs.filter((d) => d.kind === kind);
@@ -276,11 +284,11 @@ function resolveAttributes(
     const byKey = ofKind.filter((d) => d.key === name);
     const def = byKey.length === 1 ? byKey[0] : ofKind.find((d) => d.id === name.toLowerCase());
     if (byKey.length > 1) {
-      problems.push(`${here}: several ${kind} attributes have the key '${name}'; use the attribute id`);
+      referenceProblems.push(`${here}: several ${kind} attributes have the key '${name}'; use the attribute id`);
       continue;
     }
     if (!def) {
-      problems.push(`${here}: no custom attribute '${name}' is defined for ${kind}`);
+      referenceProblems.push(`${here}: no custom attribute '${name}' is defined for ${kind}`);
       continue;
     }
     if (value === undefined) continue;
@@ -418,9 +426,8 @@ async function fillSnapshots(client: PoolClient, org: string, snapshots: Pending
     if (kept && kept.id === s.target.id && kept.record !== null && typeof kept.record === "object") s.target.record = kept.record;
     else pending.push(s);
   }
-  snapshots = pending;
   const byKind = new Map<RefKind, Set<string>>();
-  for (const s of snapshots) {
+  for (const s of pending) {
     if (!byKind.has(s.kind)) byKind.set(s.kind, new Set());
     byKind.get(s.kind)!.add(s.target.id);
   }

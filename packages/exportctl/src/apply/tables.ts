@@ -38,7 +38,6 @@ export const NOUN_OF: Record<RefKind, string> = {
   submissions: "submission", steps: "submission step", deviations: "deviation",
 };
 
-export const snake = (s: string) => s.replace(/[A-Z]/g, (c) => `_${c.toLowerCase()}`).replace(/(\d+)/g, "$1");
 
 const plain = (column: string, type: ColumnDef["type"] = "text"): ColumnDef => ({ column, type });
 const texts = (...cols: string[]) => cols.map((c) => plain(c));
@@ -51,7 +50,7 @@ const set = (property: string, table: string, ownerColumn: string, valueColumn: 
 export interface ResourceSection {
   section: string;
   def: TableDef;
-  /** Document field → column; fields not listed map by snake_case of their name. */
+  /** Document field → column where the column is not the snake_case of the field name. */
   rename?: Record<string, string>;
   /** Resource kind of custom attributes, when the table has an attributes column. */
   attributeKind?: string;
