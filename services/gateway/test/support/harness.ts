@@ -76,6 +76,7 @@ export interface HarnessOptions {
   /** Points the export client at an address where nothing listens. */
   exportAddress?: string;
   catalogAddress?: string;
+  metrics?: AppDependencies["metrics"];
 }
 
 /** The gateway app in process, with real grpc-js servers running fake catalog/export handlers. */
@@ -114,6 +115,7 @@ export async function startHarness(options: HarnessOptions = {}): Promise<Harnes
     probeDatabase: options.probeDatabase ?? (async () => undefined),
     build: { imageTag: "1.2.3", commit: "abc123", buildDate: "2026-11-22T00:00:00Z", version: "0.1.0" },
     logger,
+    metrics: options.metrics,
   });
   const server: Server = createServer(app.callback());
   await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
