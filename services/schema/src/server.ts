@@ -16,6 +16,7 @@ import { withErrorMapping } from "./db-errors";
 import { assignNames } from "./handlers/assign-names";
 import { syncDatasets } from "./handlers/sync-datasets";
 import { RegistrySyncWorker } from "./queue/registry-sync-worker";
+import { requeueOnDefinitionsChange } from "./sync/definitions-resync";
 import { fixedDatasetsSyncer } from "./sync/fixed-datasets";
 import type { DatasetSyncer } from "./sync/syncer";
 
@@ -56,6 +57,11 @@ export async function start(config: SchemaConfig, options: SchemaServiceOptions 
     await pool.end();
     throw err;
   }
+  // A failure here only delays the re-sync to the next start; the service itself can run.
+  await requeueOnDefinitionsChange(pool).then(
+    (queued) => queued.length > 0 && log.info({ queued: queued.length }, "fixed dataset definitions changed; organizations queued for sync"),
+    (err: unknown) => log.warn({ err }, "could not check fixed dataset definitions"),
+  );
   const worker = new RegistrySyncWorker({ pool, databaseUrl: config.DATABASE_URL, syncers, pollMs: config.REGISTRY_POLL_MS, log });
   worker.start();
   setHealth("SERVING", SchemaService.typeName);
