@@ -21,6 +21,10 @@ export const exportConfigSchema = z.object({
   DB_POOL_MAX: env.int(10, 1, 200),
   LOG_LEVEL: env.logLevel(),
   SHUTDOWN_GRACE_MS: env.int(10_000, 0),
+  /** Deadline of the SyncDatasets call made for read-your-writes. */
+  SCHEMA_SYNC_TIMEOUT_MS: env.int(10_000, 100),
+  /** Port of the Prometheus /metrics endpoint; unset = no metrics server. */
+  METRICS_PORT: z.coerce.number().int().min(0).max(65535).optional(),
   /** Size of the gRPC messages carrying CSV bytes. */
   EXPORT_CHUNK_BYTES: env.int(64 * 1024, 1024, 4 * 1024 * 1024),
 });

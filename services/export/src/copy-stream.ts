@@ -13,6 +13,8 @@ export interface ChunkSink {
 
 export interface CopyOutcome {
   bytes: number;
+  /** Data rows COPY reported (0 when cancelled). */
+  rows: number;
   /** True when the consumer went away before the end. */
   cancelled: boolean;
 }
@@ -81,10 +83,10 @@ export async function copyToSink(pool: Pool, select: string, prefix: Buffer, sin
       pendingBytes = joined.length - offset;
     }
     if (!cancelled && pendingBytes > 0) await send(Buffer.concat(pending, pendingBytes));
-    return { bytes, cancelled };
+    return { bytes, rows: cancelled ? 0 : stream.rowCount, cancelled };
   } catch (err) {
     destroyConnection = true;
-    if (cancelled) return { bytes, cancelled: true };
+    if (cancelled) return { bytes, rows: 0, cancelled: true };
     throw sentChunks > 0 ? new StreamFailedAfterFirstChunk(err) : err;
   } finally {
     finished = true;

@@ -1,6 +1,6 @@
 import { once } from "node:events";
 import type { Pool } from "pg";
-import { AppError, Errors, type Logger } from "@exportsvc/common";
+import { AppError, Errors, type Logger, type ServiceMetrics } from "@exportsvc/common";
 import { isDatabaseUnavailable } from "@exportsvc/db";
 import {
   buildPageQuery,
@@ -27,6 +27,7 @@ export interface ExportDependencies {
   /** The schema service's SyncDatasets (registry read-your-writes); undefined when not configured. */
   syncRegistry?: (organizationId: string) => Promise<void>;
   chunkBytes: number;
+  metrics?: ServiceMetrics;
 }
 
 type ExportCall = grpc.ServerWritableStream<ExportCsvRequest, ExportCsvResponse>;
@@ -61,11 +62,14 @@ export function exportCsvHandler(deps: ExportDependencies) {
     const header = Buffer.from(`${headerFields(dataset).map(csvField).join(",")}\n`, "utf8");
     try {
       const outcome = await copyToSink(deps.pool, select, header, grpcSink(call), deps.chunkBytes);
+      deps.metrics?.recordExport(dataset.kind, outcome.rows, outcome.bytes);
+      if (outcome.cancelled) deps.metrics?.recordStreamAbort("client_disconnect");
       deps.logger.info(
         {
           organizationId: request.organizationId,
           dataset: dataset.key,
           bytes: outcome.bytes,
+          rows: outcome.rows,
           cancelled: outcome.cancelled,
           ms: Number(process.hrtime.bigint() - started) / 1e6,
         },
@@ -73,6 +77,7 @@ export function exportCsvHandler(deps: ExportDependencies) {
       );
     } catch (err) {
       if (err instanceof StreamFailedAfterFirstChunk) {
+        deps.metrics?.recordStreamAbort(isDatabaseUnavailable(err.cause) ? "upstream_error" : "render_error");
         deps.logger.error({ err: err.cause, dataset: dataset.key, organizationId: request.organizationId }, "export failed mid-stream");
         throw Errors.internal();
       }

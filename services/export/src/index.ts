@@ -1,2 +1,2 @@
-export { start, type RunningExportService } from "./main";
+export { start, type RunningExportService, type StartOptions } from "./main";
 export { loadExportConfig, exportConfigSchema, type ExportConfig } from "./config";

@@ -1,63 +1,39 @@
-import { createLogger, runMain } from "@exportsvc/common";
-import { createPool } from "@exportsvc/db";
-import { CursorCodec } from "@exportsvc/datasets";
-import { SchemaService } from "@exportsvc/proto";
-import { createClient, listen, shutdown } from "@exportsvc/rpc";
+import { createLogger, initTelemetry, runMain } from "@exportsvc/common";
 import { loadExportConfig, type ExportConfig } from "./config";
-import { createExportServer } from "./server";
+import type { RunningExportService, StartOptions } from "./server";
 
-export interface RunningExportService {
-  port: number;
-  stop(): Promise<void>;
-}
+export type { ExportConfig } from "./config";
+export type { RunningExportService, StartOptions } from "./server";
 
-export interface StartOverrides {
-  /** Replaces the SyncDatasets call (tests). */
-  syncRegistry?: (organizationId: string) => Promise<void>;
-  /** Issues cursors of another version (tests of version retirement). */
-  cursorVersion?: number;
-}
-
-/** Starts the export service in this process (main, and in-process tests). */
-export async function start(config: ExportConfig, overrides: StartOverrides = {}): Promise<RunningExportService> {
-  const logger = createLogger("export", config.LOG_LEVEL);
-  const pool = createPool({ connectionString: config.DATABASE_URL, max: config.DB_POOL_MAX, applicationName: "exportsvc-export" });
-  const schema = config.SCHEMA_ADDRESS ? createClient(SchemaService, config.SCHEMA_ADDRESS) : undefined;
-  const syncRegistry =
-    overrides.syncRegistry ??
-    (schema
-      ? async (organizationId: string) => {
-          await schema.syncDatasets({ organizationId }, { deadlineMs: 30_000 });
-        }
-      : undefined);
-  const server = createExportServer({
-    pool,
-    codec: new CursorCodec({ keyring: config.CURSOR_KEYS, version: overrides.cursorVersion }),
-    logger,
-    syncRegistry,
-    chunkBytes: config.EXPORT_CHUNK_BYTES,
-  });
-  const port = await listen(server, `${config.GRPC_HOST}:${config.GRPC_PORT}`);
-  logger.info({ port }, "export service listening");
-  let stopped: Promise<void> | undefined;
-  return {
-    port,
-    stop: () =>
-      (stopped ??= (async () => {
-        await shutdown(server, config.SHUTDOWN_GRACE_MS);
-        schema?.close();
-        await pool.end();
-      })()),
-  };
+/**
+ * Starts the service. The implementation is loaded on first call so that tracing can start before
+ * grpc-js and pg are required (instrumentation patches them on load).
+ */
+export async function start(config: ExportConfig, options: StartOptions = {}): Promise<RunningExportService> {
+  const server = require("./server") as typeof import("./server");
+  return server.start(config, options);
 }
 
 if (require.main === module) {
   runMain(async () => {
-    const service = await start(loadExportConfig());
-    const stop = () => {
-      void service.stop().then(() => process.exit(0));
+    const config = loadExportConfig();
+    const telemetry = initTelemetry("export");
+    const log = createLogger("export", config.LOG_LEVEL);
+    const service = await start(config, { log });
+    const onSignal = (signal: NodeJS.Signals) => {
+      log.info({ signal }, "stopping");
+      service
+        .stop()
+        .then(() => telemetry.shutdown())
+        .then(
+          () => process.exit(0),
+          (err: unknown) => {
+            log.error({ err }, "unclean stop");
+            process.exit(1);
+          },
+        );
     };
-    process.once("SIGTERM", stop);
-    process.once("SIGINT", stop);
+    process.once("SIGTERM", onSignal);
+    process.once("SIGINT", onSignal);
   });
 }
