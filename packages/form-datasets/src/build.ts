@@ -29,15 +29,27 @@ interface RegistryRow extends PreviousDataset {
   tableName: string | null;
 }
 
+export interface BuildOptions {
+  /**
+   * How long a replaced table outlives the swap before it is dropped (default 60 s): an export that
+   * resolved the old table just before the swap still reads it. Tables past their grace are dropped
+   * by any later build or maintenance pass.
+   */
+  dropGraceMs?: number;
+}
+
+export const DEFAULT_DROP_GRACE_MS = 60_000;
+
 /**
  * Rebuilds every dataset of a form beside the live tables and swaps the registry rows in one
- * transaction; the old tables are dropped after the commit. A rebuild replaces the datasets whole or
- * leaves them untouched; a failure (for example a site with a blank time zone) marks the form's
- * registry rows `failed` and keeps the previous tables. Transient database failures are thrown.
+ * transaction; the old tables are dropped after the commit (after a grace period). A rebuild replaces
+ * the datasets whole or leaves them untouched; a failure (for example a site with a blank time zone)
+ * marks the form's registry rows `failed` and keeps the previous tables. Transient database failures
+ * are thrown.
  */
-export async function buildDataset(pool: Pool, orgId: string, formId: string): Promise<BuildResult> {
+export async function buildDataset(pool: Pool, orgId: string, formId: string, opts: BuildOptions = {}): Promise<BuildResult> {
   const client = await pool.connect();
-  let outcome: { result: BuildResult; tablesToDrop: string[] };
+  let outcome: { result: BuildResult };
   try {
     await client.query("BEGIN");
     outcome = await rebuildFormInTransaction(client, orgId, formId);
@@ -48,35 +60,58 @@ export async function buildDataset(pool: Pool, orgId: string, formId: string): P
     throw err;
   }
   try {
-    await dropTables(client, outcome.tablesToDrop);
+    await dropRetiredTables(client, { graceMs: opts.dropGraceMs ?? DEFAULT_DROP_GRACE_MS, organizationId: orgId });
   } finally {
     client.release();
   }
   return outcome.result;
 }
 
-/** Drops replaced tables (outside the swap transaction, so a long-running export only delays it). */
-export async function dropTables(client: PoolClient, tables: string[]): Promise<void> {
-  for (const table of tables) {
-    await client.query(`DROP TABLE IF EXISTS ${table}`).catch(() => undefined);
-    await client.query("DELETE FROM form_ds.dataset_tables WHERE table_name = $1", [table]).catch(() => undefined);
+/**
+ * Drops replaced tables whose grace has passed, each in its own short transaction. A table still
+ * read by a long export is skipped (lock timeout) and retried on a later pass, so maintenance never
+ * queues behind an export.
+ */
+export async function dropRetiredTables(client: PoolClient, opts: { graceMs: number; organizationId?: string }): Promise<number> {
+  const due = await client.query<{ organization_id: string; table_name: string }>(
+    `SELECT organization_id, table_name FROM form_ds.dataset_tables
+      WHERE retired_at IS NOT NULL AND retired_at <= clock_timestamp() - make_interval(secs => $1::double precision / 1000)
+        AND ($2::uuid IS NULL OR organization_id = $2)
+      ORDER BY retired_at LIMIT 100`,
+    [opts.graceMs, opts.organizationId ?? null],
+  );
+  let dropped = 0;
+  for (const t of due.rows) {
+    try {
+      await client.query("BEGIN");
+      await client.query("SET LOCAL lock_timeout = '200ms'");
+      await client.query(`DROP TABLE IF EXISTS ${t.table_name}`);
+      await client.query("DELETE FROM form_ds.dataset_tables WHERE organization_id = $1 AND table_name = $2", [t.organization_id, t.table_name]);
+      await client.query("COMMIT");
+      dropped++;
+    } catch (err) {
+      await client.query("ROLLBACK").catch(() => undefined);
+      if (isTransient(err) && (err as { code?: string }).code !== "55P03") throw err;
+    }
   }
+  return dropped;
 }
 
 /**
  * The rebuild inside the caller's open transaction (used by buildDataset and by the change consumer,
- * which deletes its rebuild request in the same transaction). Returns the tables to drop after commit.
+ * which deletes its rebuild request in the same transaction). Replaced tables are marked retired in
+ * the same transaction and dropped later by dropRetiredTables.
  */
 export async function rebuildFormInTransaction(
   client: PoolClient,
   orgId: string,
   formId: string,
-): Promise<{ result: BuildResult; tablesToDrop: string[] }> {
+): Promise<{ result: BuildResult }> {
   await pinTextForms(client);
   const [k1, k2] = formLockKeys(orgId, formId);
   await client.query("SELECT pg_advisory_xact_lock($1, $2)", [k1, k2]);
 
-  const nothing = (status: BuildStatus) => ({ result: { status, datasets: [], retired: [] }, tablesToDrop: [] });
+  const nothing = (status: BuildStatus) => ({ result: { status, datasets: [], retired: [] } });
   const form = await client.query<{ name: string; deleted: boolean }>(
     "SELECT name, deleted_at IS NOT NULL AS deleted FROM forms WHERE organization_id = $1 AND id = $2",
     [orgId, formId],
@@ -114,14 +149,18 @@ export async function rebuildFormInTransaction(
     const retired = await swapRegistry(client, orgId, plans, previous, tables, generation);
     await client.query("RELEASE SAVEPOINT form_rebuild");
     const live = new Set(tables.values());
-    const tablesToDrop = previous.map((p) => p.tableName).filter((t): t is string => t !== null && !live.has(t));
-    return { result: { status: "built", datasets: plans.map((p) => p.key), retired }, tablesToDrop };
+    const replaced = previous.map((p) => p.tableName).filter((t): t is string => t !== null && !live.has(t));
+    await client.query(
+      "UPDATE form_ds.dataset_tables SET retired_at = clock_timestamp() WHERE organization_id = $1 AND table_name = ANY($2::text[])",
+      [orgId, replaced],
+    );
+    return { result: { status: "built", datasets: plans.map((p) => p.key), retired } };
   } catch (err) {
     if (isTransient(err)) throw err;
     await client.query("ROLLBACK TO SAVEPOINT form_rebuild");
     const message = errorMessage(err);
     const keys = await markFormFailed(client, orgId, message, previous, plans, generation);
-    return { result: { status: "failed", datasets: keys, retired: [], error: message }, tablesToDrop: [] };
+    return { result: { status: "failed", datasets: keys, retired: [], error: message } };
   }
 }
 

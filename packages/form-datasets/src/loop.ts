@@ -12,6 +12,8 @@ export interface MaintenanceLoopOptions {
   reconnectDelayMs?: number;
   /** Only this organization's changes (tests, tools); default all organizations. */
   organizationId?: string;
+  /** Grace of replaced tables before they are dropped; default 60 s. */
+  dropGraceMs?: number;
   onError?: (err: unknown) => void;
   onApplied?: (result: ApplyResult) => void;
 }
@@ -44,8 +46,8 @@ export function startMaintenanceLoop(pool: Pool, opts: MaintenanceLoopOptions = 
       again = false;
       for (;;) {
         if (stopped) return;
-        const result = await applyPendingChanges(pool, { batchSize, organizationId: opts.organizationId });
-        if (result.consumed + result.rebuilds > 0) opts.onApplied?.(result);
+        const result = await applyPendingChanges(pool, { batchSize, organizationId: opts.organizationId, dropGraceMs: opts.dropGraceMs });
+        if (result.consumed + result.rebuilds + result.droppedTables > 0) opts.onApplied?.(result);
         // A full batch means more may be waiting; deferred rows wait for the next wake or poll.
         if (result.consumed < batchSize) break;
       }

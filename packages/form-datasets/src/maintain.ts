@@ -1,5 +1,5 @@
 import type { Pool, PoolClient } from "pg";
-import { dropTables, rebuildFormInTransaction } from "./build";
+import { DEFAULT_DROP_GRACE_MS, dropRetiredTables, rebuildFormInTransaction } from "./build";
 import type { DatasetPlan } from "./derive";
 import { renderRowsSql, tableColumnNames } from "./render-sql";
 import { bumpDatasetChanges, errorMessage, formLockKeys, isTransient, pinTextForms } from "./sql-helpers";
@@ -9,6 +9,8 @@ export interface ApplyOptions {
   batchSize?: number;
   /** Only this organization's changes (e.g. to settle one organization before reading it); default all. */
   organizationId?: string;
+  /** Grace of replaced tables before they are dropped (see BuildOptions); default 60 s. */
+  dropGraceMs?: number;
 }
 
 export interface ApplyResult {
@@ -22,9 +24,11 @@ export interface ApplyResult {
   failedForms: number;
   /** Change-log rows left for later because another worker holds their form. */
   deferred: number;
+  /** Replaced tables dropped after their grace. */
+  droppedTables: number;
 }
 
-const emptyResult = (): ApplyResult => ({ consumed: 0, submissions: 0, rebuilds: 0, failedForms: 0, deferred: 0 });
+const emptyResult = (): ApplyResult => ({ consumed: 0, submissions: 0, rebuilds: 0, failedForms: 0, deferred: 0, droppedTables: 0 });
 
 /**
  * Consumes the change log once: pending rebuild requests first (each in its own transaction), then
@@ -40,12 +44,17 @@ export async function applyPendingChanges(pool: Pool, opts: ApplyOptions = {}): 
     if (!rebuilt) break;
   }
   await applySubmissionChanges(pool, batchSize, opts.organizationId ?? null, result);
+  const client = await pool.connect();
+  try {
+    result.droppedTables = await dropRetiredTables(client, { graceMs: opts.dropGraceMs ?? DEFAULT_DROP_GRACE_MS, organizationId: opts.organizationId });
+  } finally {
+    client.release();
+  }
   return result;
 }
 
 async function runOneRebuildRequest(pool: Pool, orgFilter: string | null, result: ApplyResult): Promise<boolean> {
   const client = await pool.connect();
-  let tablesToDrop: string[] = [];
   try {
     await client.query("BEGIN");
     const claimed = await client.query<{ organization_id: string; form_id: string }>(
@@ -55,7 +64,6 @@ async function runOneRebuildRequest(pool: Pool, orgFilter: string | null, result
     );
     if (claimed.rowCount === 0) {
       await client.query("COMMIT");
-      client.release();
       return false;
     }
     const { organization_id: orgId, form_id: formId } = claimed.rows[0];
@@ -68,21 +76,16 @@ async function runOneRebuildRequest(pool: Pool, orgFilter: string | null, result
     );
     const outcome = await rebuildFormInTransaction(client, orgId, formId);
     await client.query("COMMIT");
-    tablesToDrop = outcome.tablesToDrop;
     result.consumed += same.rowCount ?? 0;
     result.rebuilds += 1;
     if (outcome.result.status === "failed") result.failedForms += 1;
+    return true;
   } catch (err) {
     await client.query("ROLLBACK").catch(() => undefined);
-    client.release();
     throw err;
-  }
-  try {
-    await dropTables(client, tablesToDrop);
   } finally {
     client.release();
   }
-  return true;
 }
 
 interface ClaimedChange {

@@ -344,12 +344,17 @@ describe("rebuild lifecycle", () => {
     expect(second.generation).toBe(first.generation + 1);
     expect(second.table_name).not.toBe(first.table_name);
     expect(second.shape_fingerprint).toBe(first.shape_fingerprint);
+    // The replaced table outlives the swap for the grace period, then a maintenance pass drops it.
+    expect(await tableExists(pool, first.table_name!)).toBe(true);
+    await applyPendingChanges(pool, { organizationId: orgId, dropGraceMs: 60_000 });
+    expect(await tableExists(pool, first.table_name!)).toBe(true);
+    expect((await applyPendingChanges(pool, { organizationId: orgId, dropGraceMs: 0 })).droppedTables).toBe(1);
     expect(await tableExists(pool, first.table_name!)).toBe(false);
     expect(await changeVersion(pool, orgId, "inspection")).toBeGreaterThan(v1);
 
     await pool.query("UPDATE forms SET name = 'Inspection 2' WHERE organization_id = $1 AND id = $2", [orgId, formId]);
     await discardQueuedRebuilds(orgId);
-    const renamed = await buildDataset(pool, orgId, formId);
+    const renamed = await buildDataset(pool, orgId, formId, { dropGraceMs: 0 });
     expect(renamed).toMatchObject({ status: "built", datasets: ["inspection_2"], retired: ["inspection"] });
     expect(await registryRow(pool, orgId, "inspection")).toMatchObject({ state: "retired", table_name: null });
     expect((await datasetRows(pool, orgId, "inspection_2")).map((r) => r.note)).toEqual(["one"]);
