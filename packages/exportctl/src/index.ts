@@ -3,5 +3,5 @@ export * from "./organizations";
 export * from "./keys";
 export { applyDocument, type ApplyResult, type SectionResult } from "./apply/apply";
 export { parseApplyDocument, readDocumentFile, readDocumentText } from "./apply/validate";
-export type { ApplyDocument, ApplyDocumentInput, FieldInput } from "./apply/schema";
+export { ATTRIBUTE_TYPES, FIELD_TYPES, type ApplyDocument, type ApplyDocumentInput, type FieldInput } from "./apply/schema";
 export { demoDocument, demoHistoryDocument, seedDemo, DEMO_ORGANIZATION_ID, type SeedDemoResult } from "./demo";

@@ -1,4 +1,4 @@
-import { ExportctlError, parseApplyDocument, readDocumentText } from "@exportsvc/exportctl";
+import { ATTRIBUTE_TYPES, demoDocument, ExportctlError, FIELD_TYPES, parseApplyDocument, readDocumentText, type FieldInput } from "@exportsvc/exportctl";
 
 const ORG = "7B0C2F4E-1D3A-4C5B-8E6F-9A0B1C2D3E4F";
 
@@ -65,5 +65,39 @@ describe("reading and validating apply documents", () => {
         "delete: unknown field(s) 'widgets'",
       ]),
     );
+  });
+});
+
+describe("the demo document", () => {
+  const doc = parseApplyDocument(demoDocument("0d3e6f6a-5c1b-4d7e-9a42-3f0c1e2d9b10"));
+  const fieldTypes = (fields: FieldInput[]): string[] => fields.flatMap((f) => [f.type, ...fieldTypes(f.fields ?? [])]);
+
+  test("covers every field type, with a grid inside a grid", () => {
+    const used = new Set(doc.forms!.flatMap((f) => fieldTypes(f.fields)));
+    expect([...FIELD_TYPES].filter((t) => !used.has(t))).toEqual([]);
+    const nested = doc.forms!.some((f) => f.fields.some((g) => g.type === "grid" && (g.fields ?? []).some((c) => c.type === "grid")));
+    expect(nested).toBe(true);
+  });
+
+  test("covers every attribute type on several kinds, and the awkward keys", () => {
+    for (const kind of ["suppliers", "products"]) {
+      const types = new Set(doc.customAttributes!.filter((a) => a.resourceKind === kind).map((a) => a.type));
+      expect([...ATTRIBUTE_TYPES].filter((t) => !types.has(t))).toEqual([]);
+    }
+    const keys = doc.customAttributes!.map((a) => a.key);
+    expect(keys).toContain("Row Index");
+    expect(keys).toContain("name");
+    expect(keys.some((k) => k.length === 70)).toBe(true);
+  });
+
+  test("has deviations in every state and both kinds of assignee", () => {
+    const d = doc.deviations!;
+    expect(new Set(d.map((x) => x.status))).toEqual(new Set(["Open", "InProgress", "Resolved"]));
+    expect(d.some((x) => x.resolutionType === "Comment" && x.signedAt)).toBe(true);
+    expect(d.some((x) => x.resolutionType === "Comment" && !x.signedAt)).toBe(true);
+    expect(d.some((x) => x.resolutionType === "LinkedResolutionRecord")).toBe(true);
+    expect(d.some((x) => x.assignedUserId && !x.assignedTeamId)).toBe(true);
+    expect(d.some((x) => x.assignedTeamId && !x.assignedUserId)).toBe(true);
+    expect(new Set(doc.sites!.map((s) => s.timeZone)).size).toBeGreaterThanOrEqual(2);
   });
 });
