@@ -183,9 +183,10 @@ describe("the chart's defaults and k8s/base agree", () => {
     ["gateway.auth.successTtlSeconds", "gateway", "AUTH_SUCCESS_TTL_SECONDS"],
     ["gateway.auth.rejectionTtlSeconds", "gateway", "AUTH_REJECTION_TTL_SECONDS"],
     ["schema.registryPollMs", "schema", "REGISTRY_POLL_MS"],
-    ...COMPONENTS.flatMap((c) => [
-      [`${c}.shutdownGraceMs`, c, "SHUTDOWN_GRACE_MS"] as [string, string, string],
+    ...COMPONENTS.map((c) => [`${c}.shutdownGraceMs`, c, "SHUTDOWN_GRACE_MS"] as [string, string, string]),
+    ...(["catalog", "export", "schema"] as const).flatMap((c) => [
       [`${c}.dbPoolMax`, c, "DB_POOL_MAX"] as [string, string, string],
+      [`${c}.dbPoolMax`, c, "DATABASE_POOL_MAX"] as [string, string, string],
     ]),
     ...(["catalog", "export", "schema"] as const).map((c) => [`${c}.grpcPort`, c, "GRPC_PORT"] as [string, string, string]),
   ];

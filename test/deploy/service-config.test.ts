@@ -1,0 +1,69 @@
+import type { z } from "zod";
+import { catalogConfigSchema, loadCatalogConfig } from "../../services/catalog/src/config";
+import { exportConfigSchema, loadExportConfig } from "../../services/export/src/config";
+import { gatewayConfigSchema, loadGatewayConfig } from "../../services/gateway/src/config";
+import { loadSchemaConfig, schemaConfigSchema } from "../../services/schema/src/config";
+import { kubectlAvailable, kubectlKustomize, renderKustomization, repoPath, type K8sObject } from "./kustomize";
+
+/**
+ * The environment the deployment gives each service (its ConfigMap plus its Secret references,
+ * as in k8s/base, which equals the chart's default render) must be accepted by the service's own
+ * configuration parser, and every variable set must be one the service reads: a misspelt or
+ * renamed variable would otherwise be silently ignored.
+ */
+const SECRET_VALUES: Record<string, string> = {
+  DATABASE_URL: "postgres://exports:pw@db.internal:5432/exports",
+  REDIS_URL: "redis://redis.internal:6379",
+  KEY_HASH_SECRET: "pepper-pepper-pepper",
+  CURSOR_KEYS: "1:0123456789abcdef0123456789abcdef",
+};
+
+const SERVICES: Record<string, { schema: z.ZodObject<z.ZodRawShape>; load: (env: Record<string, string>) => unknown }> = {
+  gateway: { schema: gatewayConfigSchema as unknown as z.ZodObject<z.ZodRawShape>, load: loadGatewayConfig },
+  catalog: { schema: catalogConfigSchema as unknown as z.ZodObject<z.ZodRawShape>, load: loadCatalogConfig },
+  export: { schema: exportConfigSchema as unknown as z.ZodObject<z.ZodRawShape>, load: loadExportConfig },
+  schema: { schema: schemaConfigSchema as unknown as z.ZodObject<z.ZodRawShape>, load: loadSchemaConfig },
+};
+
+/** Alternative names of one setting; a service must read at least one name of a pair it is given. */
+const ALIASES = [["DB_POOL_MAX", "DATABASE_POOL_MAX"]];
+
+const objects = kubectlAvailable() ? kubectlKustomize(repoPath("k8s", "base")) : renderKustomization(repoPath("k8s", "base"));
+
+function environmentOf(component: string): Record<string, string> {
+  const configMap = objects.find((o) => o.kind === "ConfigMap" && o.metadata.name === `dataset-export-${component}`) as K8sObject & { data: Record<string, string> };
+  const deployment = objects.find((o) => o.kind === "Deployment" && o.metadata.name === `dataset-export-${component}`) as any;
+  const env: Record<string, string> = { ...configMap.data };
+  for (const variable of deployment.spec.template.spec.containers[0].env ?? []) {
+    if (variable.valueFrom?.secretKeyRef) env[variable.name] = SECRET_VALUES[variable.valueFrom.secretKeyRef.key];
+    else if (variable.value !== undefined) env[variable.name] = variable.value;
+  }
+  return env;
+}
+
+describe.each(Object.keys(SERVICES))("%s", (component) => {
+  const { schema, load } = SERVICES[component];
+  const env = environmentOf(component);
+  const reads = new Set(Object.keys(schema.shape));
+
+  it("starts with the environment the deployment gives it", () => {
+    expect(() => load(env)).not.toThrow();
+  });
+
+  it("reads every variable the deployment sets (OTEL_* are read by the SDK)", () => {
+    const unread = Object.keys(env).filter((variable) => {
+      if (variable.startsWith("OTEL_") || reads.has(variable)) return false;
+      const pair = ALIASES.find((names) => names.includes(variable));
+      // An alias is fine when the service reads the other name of the pair.
+      return pair ? !pair.some((name) => reads.has(name)) : true;
+    });
+    expect(unread).toEqual([]);
+  });
+
+  it("is given every variable it requires", () => {
+    const required = Object.entries(schema.shape)
+      .filter(([, field]) => !(field as z.ZodTypeAny).safeParse(undefined).success)
+      .map(([name]) => name);
+    expect(required.filter((name) => !(name in env))).toEqual([]);
+  });
+});
