@@ -125,3 +125,52 @@ describe("start(config): the gateway wired with the real authenticator, limiter 
     expect(status).toBe(200);
   });
 });
+
+describe("stop(): graceful shutdown", () => {
+  it("lets a stream in flight run for the grace period, then aborts it and refuses new connections", async () => {
+    const state: FakeServiceState = {
+      exportRequests: [],
+      listRequests: [],
+      cancelledExports: 0,
+      exportBehaviours: new Map(),
+      catalogResponse: async () => ({ datasets: [], etag: '"e1"' }),
+    };
+    state.exportBehaviours.set("endless", async (_req, call) => {
+      const chunk = csvBytes(32 * 1024);
+      while (!call.cancelled) await writeChunk(call, chunk);
+    });
+    const pool = testPool();
+    const organizationId = await createTestOrganization(pool);
+    const key = generateApiKey();
+    await pool.query("INSERT INTO api_keys (id, organization_id, secret_hash) VALUES ($1, $2, $3)", [key.id, organizationId, hashApiKeySecret(key.secret, KEY_HASH_SECRET)]);
+    const services = await startFakeServices(state);
+    const gateway = await start(
+      loadGatewayConfig({
+        DATABASE_URL: testDatabaseUrl(),
+        KEY_HASH_SECRET,
+        PORT: "0",
+        HOST: "127.0.0.1",
+        CATALOG_ADDRESS: `127.0.0.1:${services.port}`,
+        EXPORT_ADDRESS: `127.0.0.1:${services.port}`,
+        LOG_LEVEL: "silent",
+        SHUTDOWN_GRACE_MS: "300",
+      }),
+    );
+    try {
+      const stream = await request(`${gateway.url}/v1/datasets/endless/csv`, { headers: { authorization: `Bearer ${key.secret}` } });
+      expect(stream.statusCode).toBe(200);
+      const reading = (async () => {
+        for await (const _chunk of stream.body) void _chunk;
+      })();
+      await gateway.stop();
+      await expect(reading).rejects.toThrow();
+      await eventually(() => state.cancelledExports > 0);
+      await expect(fetch(`${gateway.url}/health`)).rejects.toThrow();
+    } finally {
+      await gateway.stop();
+      await services.close();
+      await pool.end();
+    }
+  });
+});
+
