@@ -2,6 +2,7 @@ import { randomUUID } from "node:crypto";
 import { createTestOrganization, testPool } from "../../../test/support/db";
 import { CursorCodec, CursorKeyring } from "../src/cursor";
 import { buildPageQuery, type PageDataset } from "../src/sql/page-query";
+import { dateAttribute, numberAttribute } from "../src/sql/attributes";
 
 const codec = new CursorCodec({ keyring: CursorKeyring.parse("1:0123456789abcdef") });
 
@@ -34,6 +35,28 @@ describe("page query in PostgreSQL", () => {
       expect(rows.every((r) => r.n === null && r.d === null && r.t === null)).toBe(true);
     } finally {
       client.release(true);
+      await pool.end();
+    }
+  });
+});
+
+describe("inline Number and Date attribute conversions", () => {
+  const numbers = ["1", "1.50", "-0.25", "+7", "5.", ".5", " 42 ", "1e3", "2.5E-2", "1e999", "12 kg", "", "abc", "1,5", "--1", "Infinity", "NaN", "\u0663", "\u00a05", "1e", "0x10", "1.2.3"];
+  const dates = ["2024-02-29", "2023-02-29", "2024-04-31", "2024-12-31", "2024-13-01", "2024-00-10", "0000-01-01", "0001-01-01", "2024-1-01", "24-01-01", "2024-01-01T00:00", "", "\u0662024-01-01", "1900-02-29", "2000-02-29"];
+
+  it("agree with export_try_numeric / export_try_date on every kind of input", async () => {
+    const pool = testPool();
+    try {
+      const n = await pool.query(
+        `SELECT v, ${numberAttribute("v")} AS inline, export_number_text(export_try_numeric(v)) AS reference FROM unnest($1::text[]) v`,
+        [numbers],
+      );
+      for (const row of n.rows) expect({ v: row.v, out: row.inline }).toEqual({ v: row.v, out: row.reference });
+      expect(n.rows.find((r) => r.v === "1.50").inline).toBe("1.5");
+      const d = await pool.query(`SELECT v, ${dateAttribute("v")} AS inline, export_try_date(v)::text AS reference FROM unnest($1::text[]) v`, [dates]);
+      for (const row of d.rows) expect({ v: row.v, out: row.inline }).toEqual({ v: row.v, out: row.reference });
+      expect(d.rows.find((r) => r.v === "2024-02-29").inline).toBe("2024-02-29");
+    } finally {
       await pool.end();
     }
   });

@@ -2,5 +2,5 @@ export * from "./literals";
 export * from "./values";
 export { RESOURCE_CORE_EXPRESSIONS, RESOURCE_TABLES } from "./resources";
 export { DEVIATION_EXPRESSIONS } from "./deviations";
-export { attributeExpression } from "./attributes";
+export { attributeExpression, dateAttribute, numberAttribute } from "./attributes";
 export * from "./page-query";
