@@ -3,7 +3,8 @@ import type { AddressInfo } from "node:net";
 import { CatalogService, ExportService } from "@exportsvc/proto";
 import { createClient } from "@exportsvc/rpc";
 import { createPool } from "@exportsvc/db";
-import { createLogger, createMetrics, startMetricsServer, type MetricsServer } from "@exportsvc/common";
+import { createLogger, createMetrics, isAppError, startMetricsServer, type MetricsServer, type ServiceMetrics } from "@exportsvc/common";
+import type { RateLimiter } from "./contracts";
 import { createApp } from "./app";
 import type { GatewayConfig } from "./config";
 import { authenticatorTimingsFromConfig, createAuthenticator } from "./auth";
@@ -31,6 +32,7 @@ export async function startGateway(config: GatewayConfig): Promise<RunningGatewa
   });
   const rateLimiter = createRateLimiter(store, { ...rateLimiterOptionsFromConfig(config.limits), logger });
   rateLimiter.onFallback((event) => metrics.setSharedStoreFallback(event.active));
+  const countedRateLimiter = countRejections(rateLimiter, metrics, config.limits.RATE_LIMIT_CONCURRENCY);
   const authenticator = createAuthenticator({
     db: pool,
     store,
@@ -43,7 +45,7 @@ export async function startGateway(config: GatewayConfig): Promise<RunningGatewa
 
   const app = createApp({
     authenticator,
-    rateLimiter,
+    rateLimiter: countedRateLimiter,
     catalog: { listDatasets: (request) => catalogClient.listDatasets(request, { deadlineMs: config.catalogDeadlineMs }) },
     exporter: { exportCsv: (request) => exportClient.exportCsv(request) },
     probeDatabase: databaseProbe(pool, config.readinessTimeoutMs),
@@ -95,4 +97,21 @@ export async function startGateway(config: GatewayConfig): Promise<RunningGatewa
     })());
 
   return { url, stop };
+}
+
+/** Counts 429s by the limit that was reached (told apart by RateLimit-Limit, as clients do). */
+export function countRejections(limiter: RateLimiter, metrics: ServiceMetrics, concurrencyLimit: number): RateLimiter {
+  return {
+    async admit(organizationId) {
+      try {
+        return await limiter.admit(organizationId);
+      } catch (err) {
+        if (isAppError(err) && err.status === 429) {
+          const concurrency = err.headers?.["RateLimit-Limit"] === String(concurrencyLimit);
+          metrics.recordRateLimitRejection(concurrency ? "concurrency" : "window");
+        }
+        throw err;
+      }
+    },
+  };
 }

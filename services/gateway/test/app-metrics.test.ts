@@ -1,6 +1,7 @@
 import { request } from "undici";
 import { createMetrics, Errors } from "@exportsvc/common";
 import { auth, csvBytes, eventually, startHarness, writeChunk, type Harness } from "./support/harness";
+import { countRejections } from "../src/gateway";
 
 const metrics = createMetrics({ defaultMetrics: false });
 let h: Harness;
@@ -40,5 +41,24 @@ describe("metrics of the HTTP layer", () => {
     await eventually(() => h.rateLimiter.inFlight === 0);
     expect(await sample("export_stream_aborts_total", { reason: "upstream_error" })).toBe(1);
     expect(await sample("export_stream_aborts_total", { reason: "client_disconnect" })).toBe(0);
+  });
+});
+
+describe("countRejections", () => {
+  it("counts 429s by the limit reached, told apart by RateLimit-Limit", async () => {
+    const own = createMetrics({ defaultMetrics: false });
+    let limit = 5;
+    const limiter = countRejections(
+      { admit: async () => { throw Errors.rateLimited({ limit, retryAfter: 1, reset: 1, detail: "over" }); } },
+      own,
+      5,
+    );
+    await expect(limiter.admit("org")).rejects.toMatchObject({ status: 429 });
+    limit = 600;
+    await expect(limiter.admit("org")).rejects.toMatchObject({ status: 429 });
+    await expect(limiter.admit("org")).rejects.toMatchObject({ status: 429 });
+    const values = (await own.rateLimitRejections.get()).values;
+    expect(values.find((v) => v.labels.limit === "concurrency")?.value).toBe(1);
+    expect(values.find((v) => v.labels.limit === "window")?.value).toBe(2);
   });
 });
