@@ -15,7 +15,7 @@ export interface CatalogHarness {
 /** Schema and catalog services in-process, talking real gRPC on free ports. */
 export async function startCatalogHarness(): Promise<CatalogHarness> {
   const common = { DATABASE_URL: testDatabaseUrl(), GRPC_HOST: "127.0.0.1", GRPC_PORT: "0", LOG_LEVEL: "silent", SHUTDOWN_GRACE_MS: "1000" };
-  const schema = await startSchema(loadSchemaConfig({ ...common, REGISTRY_POLL_MS: "600000" }));
+  const schema = await startSchema(loadSchemaConfig({ ...common, REGISTRY_POLL_MS: "600000", FORM_DATASETS_MAINTENANCE: "false" }));
   const catalog = await startCatalog(loadCatalogConfig({ ...common, SCHEMA_ADDRESS: `127.0.0.1:${schema.port}` }));
   const client = createClient(CatalogService, `127.0.0.1:${catalog.port}`);
   return {

@@ -12,6 +12,14 @@ export const schemaConfigSchema = z.object({
   /** Port of the Prometheus /metrics endpoint; unset = no metrics server. */
   METRICS_PORT: z.coerce.number().int().min(0).max(65535).optional(),
   DATABASE_POOL_MAX: env.int(5, 1, 100),
+  /**
+   * Run the form-dataset maintenance loop (@exportsvc/form-datasets: rebuilds on publish/rename,
+   * submission changes into the materialized tables). Every replica may run it; consumers share the
+   * change log safely. Turn off only where something else maintains form datasets (e.g. tests).
+   */
+  FORM_DATASETS_MAINTENANCE: env.bool(true),
+  /** Fallback polling of the form-dataset change log when a NOTIFY is missed. */
+  FORM_DATASETS_POLL_MS: env.int(1000, 50),
 });
 
 export type SchemaConfig = z.infer<typeof schemaConfigSchema>;

@@ -9,6 +9,7 @@ import {
   type MetricsServer,
 } from "@exportsvc/common";
 import { createPool } from "@exportsvc/db";
+import { startMaintenanceLoop, type MaintenanceLoop } from "@exportsvc/form-datasets";
 import { SchemaService, type AssignNamesRequest, type SyncDatasetsRequest } from "@exportsvc/proto";
 import { addService, grpc, listen, shutdown } from "@exportsvc/rpc";
 import type { SchemaConfig } from "./config";
@@ -30,11 +31,13 @@ export interface SchemaServiceOptions {
   /** Registry concerns to keep current; fixed datasets by default (form datasets plug in here). */
   syncers?: readonly DatasetSyncer[];
   log?: Logger;
+  /** Restricts the form-dataset maintenance loop to one organization (tests, tools); default all. */
+  formMaintenanceOrganizationId?: string;
 }
 
 export const DEFAULT_SYNCERS: readonly DatasetSyncer[] = [fixedDatasetsSyncer];
 
-/** Starts the SchemaService gRPC server and the registry sync queue worker. */
+/** Starts the SchemaService gRPC server, the registry sync queue worker and the form-dataset maintenance loop. */
 export async function start(config: SchemaConfig, options: SchemaServiceOptions = {}): Promise<RunningSchemaService> {
   const log = options.log ?? createLogger("schema", config.LOG_LEVEL);
   const syncers = options.syncers ?? DEFAULT_SYNCERS;
@@ -64,6 +67,14 @@ export async function start(config: SchemaConfig, options: SchemaServiceOptions 
   );
   const worker = new RegistrySyncWorker({ pool, databaseUrl: config.DATABASE_URL, syncers, pollMs: config.REGISTRY_POLL_MS, log });
   worker.start();
+  const formMaintenance: MaintenanceLoop | undefined = config.FORM_DATASETS_MAINTENANCE
+    ? startMaintenanceLoop(pool, {
+        pollIntervalMs: config.FORM_DATASETS_POLL_MS,
+        organizationId: options.formMaintenanceOrganizationId,
+        onError: (err) => log.warn({ err }, "form dataset maintenance pass failed; retrying on the next wake"),
+        onApplied: (result) => log.debug({ result }, "form dataset changes applied"),
+      })
+    : undefined;
   setHealth("SERVING", SchemaService.typeName);
   log.info({ port, metricsPort: metricsServer?.port }, "schema service listening");
 
@@ -76,6 +87,7 @@ export async function start(config: SchemaConfig, options: SchemaServiceOptions 
       await shutdown(server, config.SHUTDOWN_GRACE_MS);
       await metricsServer?.close();
       await worker.stop();
+      await formMaintenance?.stop();
       await pool.end();
       log.info("schema service stopped");
     })());

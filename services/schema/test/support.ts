@@ -1,10 +1,10 @@
 import { randomUUID } from "node:crypto";
 import type { Pool } from "pg";
 import { testDatabaseUrl } from "../../../test/support/db";
-import { loadSchemaConfig, start, type RunningSchemaService } from "../src";
+import { loadSchemaConfig, start, type RunningSchemaService, type SchemaServiceOptions } from "../src";
 
 /** An in-process schema service on a free port; polling effectively off unless asked for. */
-export function startSchemaService(overrides: Record<string, string> = {}): Promise<RunningSchemaService> {
+export function startSchemaService(overrides: Record<string, string> = {}, options: SchemaServiceOptions = {}): Promise<RunningSchemaService> {
   return start(
     loadSchemaConfig({
       DATABASE_URL: testDatabaseUrl(),
@@ -13,8 +13,11 @@ export function startSchemaService(overrides: Record<string, string> = {}): Prom
       LOG_LEVEL: "silent",
       REGISTRY_POLL_MS: "600000",
       SHUTDOWN_GRACE_MS: "1000",
+      // Other suites own their organizations' form-dataset change logs; these tests never consume them.
+      FORM_DATASETS_MAINTENANCE: "false",
       ...overrides,
     }),
+    options,
   );
 }
 
