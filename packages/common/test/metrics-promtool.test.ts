@@ -1,4 +1,5 @@
 import { execFileSync, spawnSync } from "node:child_process";
+import { join } from "node:path";
 import { createMetrics } from "../src/metrics";
 
 /** `promtool check metrics` over the whole registry, when promtool is installed (CI installs it). */
@@ -31,6 +32,20 @@ describe("the exposition passes promtool check metrics", () => {
       expect({ status: result.status, problems: `${result.stdout}${result.stderr}`.trim() }).toEqual({ status: 0, problems: "" });
     } else {
       expect(() => execFileSync("promtool", ["--version"], { stdio: "ignore" })).toThrow();
+    }
+  });
+});
+
+describe("scripts/check-metrics.sh", () => {
+  it("lints the registry's exposition with promtool, or says how to install it", () => {
+    const script = join(__dirname, "..", "..", "..", "scripts", "check-metrics.sh");
+    const result = spawnSync("bash", [script], { encoding: "utf8", timeout: 60_000 });
+    expect(result.status).toBe(0);
+    if (promtoolAvailable()) {
+      expect(result.stdout).toMatch(/check-metrics: OK - .*: \d+ series pass promtool check metrics/);
+    } else {
+      expect(result.stderr).toContain("SKIPPED - promtool not found");
+      expect(result.stderr).toContain("apt-get install -y --no-install-recommends prometheus");
     }
   });
 });
