@@ -11,6 +11,8 @@ const httpConfigSchema = z.object({
   CATALOG_ADDRESS: z.string().min(1).default("127.0.0.1:50052"),
   EXPORT_ADDRESS: z.string().min(1).default("127.0.0.1:50053"),
   DATABASE_URL: env.url(),
+  // Key checks (cached) and readiness probes only: a small pool suffices.
+  DATABASE_POOL_MAX: env.int(10, 1, 100),
   KEY_HASH_SECRET: z.string().min(1, "is required"),
   IMAGE_TAG: z.string().default("dev"),
   GIT_COMMIT: z.string().default("unknown"),
@@ -40,6 +42,7 @@ export interface GatewayConfig {
   catalogAddress: string;
   exportAddress: string;
   databaseUrl: string;
+  databasePoolMax: number;
   keyHashSecret: string;
   build: { imageTag: string; commit: string; buildDate: string; version: string };
   logLevel: string;
@@ -62,6 +65,7 @@ export function loadGatewayConfig(source: Record<string, string | undefined> = p
     catalogAddress: e.CATALOG_ADDRESS,
     exportAddress: e.EXPORT_ADDRESS,
     databaseUrl: e.DATABASE_URL,
+    databasePoolMax: e.DATABASE_POOL_MAX,
     keyHashSecret: e.KEY_HASH_SECRET,
     build: { imageTag: e.IMAGE_TAG, commit: e.GIT_COMMIT, buildDate: e.BUILD_DATE, version: e.APP_VERSION },
     logLevel: e.LOG_LEVEL,

@@ -24,7 +24,7 @@ const KEEP_ALIVE_TIMEOUT_MS = 65_000;
 export async function startGateway(config: GatewayConfig): Promise<RunningGateway> {
   const logger = createLogger("gateway", config.logLevel);
   const metrics = createMetrics({ build: config.build });
-  const pool = createPool({ connectionString: config.databaseUrl, max: 10, applicationName: "exportsvc-gateway" });
+  const pool = createPool({ connectionString: config.databaseUrl, max: config.databasePoolMax, applicationName: "exportsvc-gateway" });
   metrics.observePool(pool);
   const store = createSharedStore({
     ...sharedStoreOptionsFromConfig(config.store),
