@@ -1,0 +1,103 @@
+import type { Pool } from "pg";
+import { buildDataset } from "@exportsvc/form-datasets";
+import { createTestOrganization, testPool } from "../../../test/support/db";
+import { field, insertForm, insertSite, insertSubmission } from "../../../packages/form-datasets/test/support";
+import { exportPage, startExport, type ExportHarness, type Page } from "./support";
+
+/** Form datasets materialized by packages/form-datasets, exported through real gRPC and COPY. */
+let pool: Pool;
+let harness: ExportHarness;
+let org: string;
+let datasets: string[];
+const submissions: string[] = [];
+/** Submission index → number of grid rows. */
+const gridRowsOf = (i: number) => 1 + (i % 3);
+/** Submissions in export order: last_modified (pairs share one), then id. */
+const exportOrder = () =>
+  submissions.map((id, i) => ({ id, i, group: Math.floor(i / 2) })).sort((a, b) => a.group - b.group || (a.id < b.id ? -1 : 1));
+
+beforeAll(async () => {
+  pool = testPool();
+  harness = await startExport();
+  org = await createTestOrganization(pool);
+  const siteId = await insertSite(pool, org, { name: "Plant", timeZone: "Europe/Berlin" });
+  const reading = field("number", "value", "Value");
+  const passed = field("yesNo", "passed", "Passed");
+  const readings = field("grid", "readings", "Readings", { fields: [reading, passed] });
+  const operator = field("text", "operator", "Operator");
+  const formId = await insertForm(pool, org, "Line Check", [operator, readings]);
+  for (let i = 0; i < 6; i++) {
+    submissions.push(
+      await insertSubmission(pool, org, formId, {
+        siteId,
+        completedAt: `2024-05-0${i + 1}T10:00:00Z`,
+        // Pairs of submissions share last_modified: groups of positions with equal timestamps.
+        lastModified: `2024-06-0${1 + Math.floor(i / 2)}T00:00:00.123456Z`,
+        values: {
+          [operator.id]: i === 0 ? 'Anna, "B"' : i === 1 ? "" : `op ${i}`,
+          [readings.id]: Array.from({ length: gridRowsOf(i) }, (_, r) => ({ [reading.id]: r + 0.5, [passed.id]: r % 2 === 0 })),
+        },
+      }),
+    );
+  }
+  // The engine keeps its own change log; this test builds directly.
+  await pool.query("DELETE FROM form_dataset_changes WHERE organization_id = $1", [org]).catch(() => undefined);
+  const result = await buildDataset(pool, org, formId);
+  expect(result.status).toBe("built");
+  datasets = result.datasets;
+  await pool.query("DELETE FROM registry_sync_queue WHERE organization_id = $1", [org]);
+});
+
+afterAll(async () => {
+  await harness.stop();
+  await pool.end();
+});
+
+async function pageAll(datasetKey: string, limit: number): Promise<Page[]> {
+  const pages: Page[] = [];
+  let cursor: string | undefined;
+  for (;;) {
+    const p = await exportPage(harness.client, { organizationId: org, datasetKey, limit, ...(cursor ? { cursor } : {}) });
+    pages.push(p);
+    if (p.rows.length < limit) return pages;
+    cursor = p.rows[p.rows.length - 1]._cursor;
+  }
+}
+
+it("exports the submission dataset's materialized text unchanged, with envelope and field columns", async () => {
+  const [submissionKey] = datasets;
+  const p = await exportPage(harness.client, { organizationId: org, datasetKey: submissionKey });
+  expect(p.header.slice(0, 2)).toEqual(["id", "record_id"]);
+  expect(p.header).toContain("operator");
+  expect(p.header[p.header.length - 1]).toBe("_cursor");
+  expect(p.rows.map((r) => r.id)).toEqual(exportOrder().map((s) => s.id));
+  expect(p.rows.find((r) => r.id === submissions[0])).toMatchObject({ operator: 'Anna, "B"', site_name: "Plant", completed_at: "2024-05-01 10:00:00+00", last_modified: "2024-06-01 00:00:00.123456+00" });
+  expect(p.rows.find((r) => r.id === submissions[0])!.completed_at_local).toBe("2024-05-01 12:00:00");
+  expect(p.raw.split("\n").find((l) => l.startsWith(submissions[1]))).toContain(',"",');
+});
+
+it("pages the grid dataset with limit 1 without cutting a submission's rows; booleans t/f, numbers plain", async () => {
+  const gridKey = datasets.find((k) => k.endsWith("__readings"))!;
+  const pages = await pageAll(gridKey, 1);
+  const rows = pages.flatMap((p) => p.rows);
+  expect(rows).toHaveLength(1 + 2 + 3 + 1 + 2 + 3);
+  for (const p of pages.filter((page) => page.rows.length > 0)) expect(new Set(p.rows.map((r) => r.id)).size).toBe(1);
+  expect(pages.map((p) => p.rows.length).filter((n) => n > 0)).toEqual(exportOrder().map((s) => gridRowsOf(s.i)));
+  const third = rows.filter((r) => r.id === submissions[2]);
+  expect(third.map((r) => [r.row_index, r.value, r.passed])).toEqual([
+    ["1", "0.5", "t"],
+    ["2", "1.5", "f"],
+    ["3", "2.5", "t"],
+  ]);
+});
+
+it("filters on completed_at (from inclusive, to exclusive), grids by their submission", async () => {
+  const gridKey = datasets.find((k) => k.endsWith("__readings"))!;
+  const micros = (iso: string) => BigInt(Date.parse(iso)) * 1000n;
+  const range = { fromMicros: micros("2024-05-02T10:00:00Z"), toMicros: micros("2024-05-04T10:00:00Z") };
+  const subs = await exportPage(harness.client, { organizationId: org, datasetKey: datasets[0], ...range });
+  expect(subs.rows.map((r) => r.id)).toEqual([submissions[1], submissions[2]]);
+  const grid = await exportPage(harness.client, { organizationId: org, datasetKey: gridKey, ...range });
+  expect(new Set(grid.rows.map((r) => r.id))).toEqual(new Set([submissions[1], submissions[2]]));
+  expect(grid.rows).toHaveLength(2 + 3);
+});
