@@ -184,10 +184,12 @@ describe("the chart's defaults and k8s/base agree", () => {
     ["gateway.auth.rejectionTtlSeconds", "gateway", "AUTH_REJECTION_TTL_SECONDS"],
     ["schema.registryPollMs", "schema", "REGISTRY_POLL_MS"],
     ...COMPONENTS.map((c) => [`${c}.shutdownGraceMs`, c, "SHUTDOWN_GRACE_MS"] as [string, string, string]),
-    ...(["catalog", "export", "schema"] as const).flatMap((c) => [
+    ...COMPONENTS.flatMap((c) => [
       [`${c}.dbPoolMax`, c, "DB_POOL_MAX"] as [string, string, string],
       [`${c}.dbPoolMax`, c, "DATABASE_POOL_MAX"] as [string, string, string],
     ]),
+    ["schema.formDatasets.maintenance", "schema", "FORM_DATASETS_MAINTENANCE"],
+    ["schema.formDatasets.pollMs", "schema", "FORM_DATASETS_POLL_MS"],
     ...(["catalog", "export", "schema"] as const).map((c) => [`${c}.grpcPort`, c, "GRPC_PORT"] as [string, string, string]),
   ];
 
