@@ -521,6 +521,22 @@ describe("incremental maintenance", () => {
     expect(await changeVersion(pool, orgId, "live__items")).toBeGreaterThan(g2);
   });
 
+  it("a rename through the change log moves the key and retires the old one; changes follow the new key", async () => {
+    const orgId = await createTestOrganization(pool);
+    const title = field("text", "title", "Title");
+    const formId = await insertForm(pool, orgId, "Before Rename", [title]);
+    await insertSubmission(pool, orgId, formId, { values: { [title.id]: "one" } });
+    await drain(orgId);
+    await pool.query("UPDATE forms SET name = 'After Rename' WHERE organization_id = $1 AND id = $2", [orgId, formId]);
+    await insertSubmission(pool, orgId, formId, { values: { [title.id]: "two" } });
+    await drain(orgId);
+    expect((await registryRows(pool, orgId)).map((r) => [r.key, r.state, r.display_name])).toEqual([
+      ["before_rename", "retired", "Before Rename"],
+      ["after_rename", "ready", "After Rename"],
+    ]);
+    expect((await datasetRows(pool, orgId, "after_rename")).map((r) => r.title).sort()).toEqual(["one", "two"]);
+  });
+
   it("applying is idempotent and the log is written in the source transaction (a rolled-back change leaves nothing)", async () => {
     const orgId = await createTestOrganization(pool);
     const title = field("text", "title", "Title");
