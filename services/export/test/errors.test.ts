@@ -210,3 +210,87 @@ describe("cancellation", () => {
     }
   });
 });
+
+describe("failures before and after the first chunk", () => {
+  const view = `export_test_failing_${randomUUID().replace(/-/g, "").slice(0, 12)}`;
+  const viewColumns: ColumnSpec[] = [
+    { key: "id", dataType: "uuid", source: { kind: "table", column: "c1" } },
+    { key: "filler", dataType: "text", source: { kind: "table", column: "c2" } },
+    { key: "ratio", dataType: "number", source: { kind: "table", column: "c3" } },
+  ];
+  let failOrg: string;
+
+  beforeAll(async () => {
+    failOrg = await createTestOrganization(pool);
+    // A "materialized" dataset whose row `fail_at` cannot be rendered (division by zero).
+    await pool.query(`CREATE TABLE ${view}_src (organization_id uuid, id uuid, n int, last_modified timestamptz)`);
+    await pool.query(
+      `INSERT INTO ${view}_src SELECT $1, gen_random_uuid(), g, timestamptz '2024-01-01' + g * interval '1 second' FROM generate_series(1, 3000) g`,
+      [failOrg],
+    );
+    await pool.query(`CREATE TABLE ${view}_fail (fail_at int)`);
+    await pool.query(`INSERT INTO ${view}_fail VALUES (0)`);
+    await pool.query(`CREATE VIEW ${view} AS
+      SELECT s.organization_id, s.id, s.last_modified, NULL::timestamptz AS completed_at, s.id::text AS c1, repeat('x', 2000) AS c2,
+             (1 / (s.n - f.fail_at))::text AS c3
+        FROM ${view}_src s CROSS JOIN ${view}_fail f`);
+    await upsertRegistry(pool, failOrg, { key: "failing", kind: "submission", sourceRef: randomUUID(), columns: viewColumns, tableName: view });
+    await upsertRegistry(pool, failOrg, { key: "missing_table", kind: "submission", sourceRef: randomUUID(), columns: viewColumns, tableName: `${view}_nope` });
+  });
+
+  afterAll(async () => {
+    await pool.query(`DROP VIEW IF EXISTS ${view}; DROP TABLE IF EXISTS ${view}_src, ${view}_fail`);
+  });
+
+  const setFailAt = (n: number) => pool.query(`UPDATE ${view}_fail SET fail_at = $1`, [n]);
+
+  it("a row that cannot be rendered inside the first 64 KiB is a 503 DATASET_NOT_EXPORTABLE, nothing sent", async () => {
+    await setFailAt(10);
+    const err = await exportError(harness.client, { organizationId: failOrg, datasetKey: "failing" });
+    expect(err).toMatchObject({ status: 503, errorCode: "DATASET_NOT_EXPORTABLE" });
+  });
+
+  it("a missing materialized table is a 503 DATASET_NOT_EXPORTABLE", async () => {
+    expect(await exportError(harness.client, { organizationId: failOrg, datasetKey: "missing_table" })).toMatchObject({
+      errorCode: "DATASET_NOT_EXPORTABLE",
+    });
+  });
+
+  it("a failure after the first chunk fails the stream after data was sent (never a clean, short end)", async () => {
+    await setFailAt(0);
+    const received = await new Promise<{ bytes: number; error?: unknown }>((resolve, reject) => {
+      let bytes = 0;
+      const stream = harness.client.exportCsv({ organizationId: failOrg, datasetKey: "failing" });
+      stream.once("data", () => {
+        // Hold the stream (backpressure) while the backend is killed mid-COPY, then read on.
+        stream.pause();
+        pool
+          .query(`SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE query LIKE 'COPY%' AND query LIKE $1 AND pid <> pg_backend_pid()`, [
+            `%org=${failOrg}%`,
+          ])
+          .then((r) => {
+            expect(r.rowCount).toBe(1);
+            stream.resume();
+          }, reject);
+      });
+      stream.on("data", (m: { data: Uint8Array }) => (bytes += m.data.length));
+      stream.on("error", (error) => resolve({ bytes, error }));
+      stream.on("end", () => resolve({ bytes }));
+    });
+    expect(received.error).toBeDefined();
+    expect(received.bytes).toBeGreaterThanOrEqual(64 * 1024);
+    expect((await exportPage(harness.client, { organizationId: failOrg, datasetKey: "failing", limit: 5000 })).rows).toHaveLength(3000);
+  });
+});
+
+describe("database unavailable", () => {
+  it("answers 503 DATABASE_UNAVAILABLE when PostgreSQL cannot be reached", async () => {
+    const down = await startExport({ DATABASE_URL: "postgres://postgres@127.0.0.1:1/none" });
+    try {
+      const err = await exportError(down.client, { organizationId: org, datasetKey: "resources_suppliers" });
+      expect(err).toMatchObject({ status: 503, errorCode: "DATABASE_UNAVAILABLE" });
+    } finally {
+      await down.stop();
+    }
+  });
+});
