@@ -2,7 +2,7 @@ import type { Pool, PoolClient } from "pg";
 import { deriveFormDatasets, fieldIdsWithColumns, type DatasetPlan, type PreviousDataset } from "./derive";
 import { mergeRetainedFields, parseFieldTree } from "./fields";
 import { createIndexesSql, createTableSql, renderRowsSql, tableColumnNames } from "./render-sql";
-import { bumpDatasetChanges, errorMessage, formLockKeys, isTransient, materializedTableName, pinTextForms } from "./sql-helpers";
+import { bumpDatasetChanges, errorMessage, formLockKeys, isTransient, materializedTableName, organizationKeysLockKeys, pinTextForms } from "./sql-helpers";
 
 export type BuildStatus =
   /** Every dataset of the form was rebuilt and swapped in. */
@@ -124,6 +124,9 @@ export async function rebuildFormInTransaction(
   );
   if (versions.rowCount === 0) return nothing("unpublished");
 
+  // Lock order everywhere: form, then organization keys (consumers never take the latter).
+  const [o1, o2] = organizationKeysLockKeys(orgId);
+  await client.query("SELECT pg_advisory_xact_lock($1, $2)", [o1, o2]);
   const previous = await loadFormRegistryRows(client, orgId, formId);
   const taken = await client.query<{ key: string }>("SELECT key FROM dataset_registry WHERE organization_id = $1", [orgId]);
   const [current, ...older] = versions.rows.map((v) => parseFieldTree(v.fields));
@@ -224,7 +227,8 @@ async function upsertRegistryRow(
   plan: DatasetPlan,
   fields: { generation: number; state: "ready" | "failed"; tableName: string | null; error: string | null },
 ): Promise<void> {
-  await client.query(
+  // Never overwrites another dataset's row: keys are derived as free, so a conflict is a bug to surface.
+  const written = await client.query(
     `INSERT INTO dataset_registry (organization_id, key, kind, source_ref, display_name, parent_key, columns, name_assignments,
                                    shape_fingerprint, generation, state, table_name, error)
      VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)
@@ -232,7 +236,8 @@ async function upsertRegistryRow(
        kind = excluded.kind, source_ref = excluded.source_ref, display_name = excluded.display_name, parent_key = excluded.parent_key,
        columns = excluded.columns, name_assignments = excluded.name_assignments, shape_fingerprint = excluded.shape_fingerprint,
        generation = excluded.generation, state = excluded.state, table_name = excluded.table_name, error = excluded.error,
-       updated_at = clock_timestamp()`,
+       updated_at = clock_timestamp()
+     WHERE dataset_registry.source_ref = excluded.source_ref AND dataset_registry.kind IN ('submission', 'grid')`,
     [
       orgId,
       plan.key,
@@ -249,6 +254,7 @@ async function upsertRegistryRow(
       fields.error,
     ],
   );
+  if (written.rowCount !== 1) throw new Error(`dataset key '${plan.key}' belongs to another dataset`);
 }
 
 /** Points the registry at the new tables; rows of this form no longer derived (renames) retire. */

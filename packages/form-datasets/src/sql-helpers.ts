@@ -18,6 +18,15 @@ export function formLockKeys(orgId: string, formId: string): [number, number] {
   return [digest.readInt32BE(0), digest.readInt32BE(4)];
 }
 
+/**
+ * The lock under which an organization's form dataset keys are assigned: two forms rebuilt at once
+ * must not both take the same free name.
+ */
+export function organizationKeysLockKeys(orgId: string): [number, number] {
+  const digest = createHash("sha256").update(`form-dataset-keys/${orgId}`).digest();
+  return [digest.readInt32BE(0), digest.readInt32BE(4)];
+}
+
 /** Schema-qualified, short and stable: one name per (organization, dataset source, generation). */
 export function materializedTableName(orgId: string, sourceRef: string, generation: number): string {
   const hash = createHash("sha256").update(`${orgId}/${sourceRef}`).digest("hex").slice(0, 16);

@@ -309,6 +309,19 @@ describe("rebuild lifecycle", () => {
     expect((await buildDataset(pool, orgId, c)).datasets).toEqual([`audit_${hash8(cId)}_2`]);
   });
 
+  it("forms with equal names rebuilt at the same time get distinct keys", async () => {
+    const orgId = await createTestOrganization(pool);
+    const forms = await Promise.all([1, 2, 3].map(() => insertForm(pool, orgId, "Same Name", [field("text", "t", "T")])));
+    await discardQueuedRebuilds(orgId);
+    const results = await Promise.all(forms.map((id) => buildDataset(pool, orgId, id)));
+    expect(results.map((r) => r.status)).toEqual(["built", "built", "built"]);
+    const keys = results.map((r) => r.datasets[0]);
+    expect(new Set(keys).size).toBe(3);
+    expect(keys).toContain("same_name");
+    const rows = await registryRows(pool, orgId);
+    expect(rows.map((r) => r.source_ref).sort()).toEqual([...forms].sort());
+  });
+
   it("63-character names: long form, grid and field names build and export under capped keys", async () => {
     const orgId = await createTestOrganization(pool);
     const long = "Very Long Name ".repeat(6);
