@@ -1,22 +1,34 @@
-import { spawnSync } from "node:child_process";
+import { spawn } from "node:child_process";
 import { randomUUID } from "node:crypto";
 import { join } from "node:path";
 import type { Pool } from "pg";
 import { hashApiKeySecret } from "@exportsvc/common";
 import { createOrm, type MikroORM } from "@exportsvc/db";
-import { listKeys, revokeKey, setOrganizationEnabled } from "@exportsvc/exportctl";
+import { createOrganization, listKeys, revokeKey, setOrganizationEnabled } from "@exportsvc/exportctl";
 import { testDatabaseUrl, testPool } from "../../../test/support/db";
 
 const ROOT = join(__dirname, "..", "..", "..");
 const CLI = join(ROOT, "packages", "exportctl", "src", "cli.ts");
+// What `npx tsx` runs, without npm's own start-up on every call.
+const TSX = join(ROOT, "node_modules", ".bin", "tsx");
+// Each call starts a TypeScript process; on a busy 2-core machine that takes seconds.
+const CHILD_PROCESS_TIMEOUT = 240_000;
 const SECRET = "test-key-hash-secret-0123456789";
 const EXAMPLE_ORG = "7b0c2f4e-1d3a-4c5b-8e6f-9a0b1c2d3e4f";
 
-function exportctl(args: string[], opts: { env?: Record<string, string | undefined>; input?: string } = {}) {
+function exportctl(args: string[], opts: { env?: Record<string, string | undefined>; input?: string } = {}): Promise<{ code: number | null; stdout: string; stderr: string }> {
   const env: Record<string, string | undefined> = { ...process.env, DATABASE_URL: testDatabaseUrl(), KEY_HASH_SECRET: SECRET, ...opts.env };
   for (const [k, v] of Object.entries(env)) if (v === undefined) delete env[k];
-  const r = spawnSync("npx", ["tsx", CLI, ...args], { cwd: ROOT, env: env as NodeJS.ProcessEnv, input: opts.input, encoding: "utf8" });
-  return { code: r.status, stdout: r.stdout, stderr: r.stderr };
+  return new Promise((resolve, reject) => {
+    const child = spawn(TSX, [CLI, ...args], { cwd: ROOT, env: env as NodeJS.ProcessEnv });
+    let stdout = "";
+    let stderr = "";
+    child.stdout.on("data", (c: Buffer) => (stdout += c.toString("utf8")));
+    child.stderr.on("data", (c: Buffer) => (stderr += c.toString("utf8")));
+    child.on("error", reject);
+    child.on("close", (code) => resolve({ code, stdout, stderr }));
+    child.stdin.end(opts.input ?? "");
+  });
 }
 
 let pool: Pool;
@@ -33,15 +45,15 @@ afterAll(async () => {
 describe("exportctl CLI", () => {
   test("org create / list, keys issue / list / revoke", async () => {
     const id = randomUUID();
-    const created = exportctl(["--json", "org", "create", "--name", "Acme Foods", "--id", id, "--enable"]);
+    const created = await exportctl(["--json", "org", "create", "--name", "Acme Foods", "--id", id, "--enable"]);
     expect(created.code).toBe(0);
     expect(JSON.parse(created.stdout)).toEqual({ id, name: "Acme Foods", exportEnabled: true, created: true });
     expect((await pool.query("SELECT export_enabled FROM export_organizations WHERE organization_id = $1", [id])).rows[0].export_enabled).toBe(true);
 
-    const listed = exportctl(["org", "list", "--json"]);
+    const listed = await exportctl(["org", "list", "--json"]);
     expect(JSON.parse(listed.stdout).find((o: { id: string }) => o.id === id)).toMatchObject({ name: "Acme Foods", exportEnabled: true, activeKeys: 0 });
 
-    const issued = exportctl(["keys", "issue", "--org", id, "--description", "loader for BI", "--json"]);
+    const issued = await exportctl(["keys", "issue", "--org", id, "--description", "loader for BI", "--json"]);
     expect(issued.code).toBe(0);
     const key = JSON.parse(issued.stdout) as { keyId: string; secret: string };
     expect(key.keyId).toMatch(/^ak_[0-9A-Za-z]{16}$/);
@@ -49,20 +61,20 @@ describe("exportctl CLI", () => {
     const stored = await pool.query("SELECT secret_hash, description FROM api_keys WHERE id = $1", [key.keyId]);
     expect(stored.rows[0]).toEqual({ secret_hash: hashApiKeySecret(key.secret, SECRET), description: "loader for BI" });
 
-    const keys = exportctl(["keys", "list", "--org", id]);
+    const keys = await exportctl(["keys", "list", "--org", id]);
     expect(keys.code).toBe(0);
     expect(keys.stdout).toContain(key.keyId);
     expect(keys.stdout).not.toContain(key.secret);
     expect(keys.stdout).not.toContain(stored.rows[0].secret_hash);
 
-    const revoked = exportctl(["keys", "revoke", key.keyId]);
+    const revoked = await exportctl(["keys", "revoke", key.keyId]);
     expect(revoked.code).toBe(0);
     expect((await pool.query("SELECT revoked_at FROM api_keys WHERE id = $1", [key.keyId])).rows[0].revoked_at).not.toBeNull();
-  });
+  }, CHILD_PROCESS_TIMEOUT);
 
   test("apply reads YAML files and JSON from stdin; errors exit non-zero without a stack trace", async () => {
-    expect(exportctl(["org", "create", "--name", "Example Bakery", "--id", EXAMPLE_ORG]).code).toBe(0);
-    const yaml = exportctl(["apply", join(ROOT, "examples", "demo.yaml")]);
+    await createOrganization(pool, { name: "Example Bakery", id: EXAMPLE_ORG });
+    const yaml = await exportctl(["apply", join(ROOT, "examples", "demo.yaml")]);
     expect(yaml.stderr).not.toContain("exportctl:");
     expect(yaml.code).toBe(0);
     expect(yaml.stdout).toMatch(/suppliers\s+1\s+0\s+0\s+0/);
@@ -70,31 +82,31 @@ describe("exportctl CLI", () => {
     expect(lot.rows[0].code).toBe("RYE-0001");
 
     const json = JSON.stringify({ organization: EXAMPLE_ORG, teams: [{ id: randomUUID(), name: "Night shift" }] });
-    const fromStdin = exportctl(["apply", "-", "--json"], { input: json });
+    const fromStdin = await exportctl(["apply", "-", "--json"], { input: json });
     expect(fromStdin.code).toBe(0);
     expect(JSON.parse(fromStdin.stdout).sections.teams).toEqual({ inserted: 1, updated: 0, unchanged: 0, deleted: 0 });
 
     const unknown = randomUUID();
-    const bad = exportctl(["apply", "-"], { input: JSON.stringify({ organization: EXAMPLE_ORG, lots: [{ id: randomUUID(), productId: unknown }] }) });
+    const bad = await exportctl(["apply", "-"], { input: JSON.stringify({ organization: EXAMPLE_ORG, lots: [{ id: randomUUID(), productId: unknown }] }) });
     expect(bad.code).toBe(1);
     expect(bad.stderr).toContain(`lots[0].productId: unknown product ${unknown}`);
     expect(bad.stderr).not.toMatch(/\bat .+\.ts:\d+/);
 
-    const missingEnv = exportctl(["org", "list"], { env: { DATABASE_URL: undefined } });
+    const missingEnv = await exportctl(["org", "list"], { env: { DATABASE_URL: undefined } });
     expect(missingEnv.code).toBe(1);
     expect(missingEnv.stderr).toContain("DATABASE_URL");
-    const missingSecret = exportctl(["keys", "issue", "--org", EXAMPLE_ORG, "--description", "x"], { env: { KEY_HASH_SECRET: "short" } });
+    const missingSecret = await exportctl(["keys", "issue", "--org", EXAMPLE_ORG, "--description", "x"], { env: { KEY_HASH_SECRET: "short" } });
     expect(missingSecret.code).toBe(1);
     expect(missingSecret.stderr).toContain("KEY_HASH_SECRET");
 
-    const migrated = exportctl(["migrate"]);
+    const migrated = await exportctl(["migrate"]);
     expect(migrated.code).toBe(0);
     expect(migrated.stdout).toContain("database is up to date");
 
-    const usage = exportctl(["keys", "issue"]);
+    const usage = await exportctl(["keys", "issue"]);
     expect(usage.code).toBe(2);
     expect(usage.stderr).toMatch(/required option/);
-  });
+  }, CHILD_PROCESS_TIMEOUT);
 
   test("enable/disable and revoke functions report unchanged states and unknown ids", async () => {
     const org = (await pool.query("INSERT INTO organizations (id, name) VALUES ($1, 'X') RETURNING id::text", [randomUUID()])).rows[0].id as string;
