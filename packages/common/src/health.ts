@@ -1,4 +1,9 @@
-import * as grpc from "@grpc/grpc-js";
+// Types only: @exportsvc/common is loaded before tracing starts, and instrumentation can patch
+// grpc-js only if it is required after that (see telemetry.ts).
+import type * as grpc from "@grpc/grpc-js";
+
+/** grpc.status.NOT_FOUND, without loading grpc-js here. */
+const GRPC_STATUS_NOT_FOUND = 5;
 
 /**
  * The standard gRPC health checking service (grpc.health.v1.Health, Check and Watch), which
@@ -142,7 +147,7 @@ export function addHealthService(server: grpc.Server, options: HealthServiceOpti
     check: (call: grpc.ServerUnaryCall<HealthCheckRequest, HealthCheckResponse>, callback: grpc.sendUnaryData<HealthCheckResponse>) => {
       const status = statuses.get(call.request.service);
       if (status) callback(null, { status });
-      else callback({ code: grpc.status.NOT_FOUND, details: `unknown service '${call.request.service}'` });
+      else callback({ code: GRPC_STATUS_NOT_FOUND, details: `unknown service '${call.request.service}'` });
     },
     watch: (call: grpc.ServerWritableStream<HealthCheckRequest, HealthCheckResponse>) => {
       const service = call.request.service;
