@@ -5,6 +5,7 @@
  */
 import { startE2E, type E2E } from "../support/fixture";
 import { parseCsvPage, valueProblem } from "../support/csv";
+import { OpenApiValidator } from "../support/openapi";
 
 interface ListedColumn { key: string; dataType: string; label?: string }
 interface ListedDataset {
@@ -133,5 +134,24 @@ describe("end to end over HTTP", () => {
     const route = await get("/v1/nowhere");
     expect(route.status).toBe(404);
     expect(await route.json()).toMatchObject({ errorCode: "NOT_FOUND", title: "Not Found" });
+  });
+
+  it("live responses match the OpenAPI document the gateway serves", async () => {
+    const openapi = await OpenApiValidator.fetch(e2e.baseUrl);
+    const listing = await get("/v1/datasets");
+    openapi.validate("/v1/datasets", "get", 200, "application/json", await listing.json());
+    const unauthorized = await fetch(`${e2e.baseUrl}/v1/datasets`);
+    openapi.validate("/v1/datasets", "get", 401, "application/problem+json", await unauthorized.json());
+    const csvPath = "/v1/datasets/{datasetKey}/csv";
+    const page = await get("/v1/datasets/deviations/csv?limit=2");
+    expect(page.status).toBe(200);
+    openapi.validate(csvPath, "get", 200, "text/csv", undefined);
+    await page.arrayBuffer();
+    const bad = await get("/v1/datasets/deviations/csv?limit=x&after=y");
+    openapi.validate(csvPath, "get", 400, "application/problem+json", await bad.json());
+    const missing = await get("/v1/datasets/nope/csv");
+    openapi.validate(csvPath, "get", 404, "application/problem+json", await missing.json());
+    // The validator itself must reject a body that breaks the schema.
+    expect(() => openapi.validate("/v1/datasets", "get", 200, "application/json", [{ key: 1 }])).toThrow(/does not match/);
   });
 });
