@@ -3,6 +3,7 @@ import { to as copyTo } from "pg-copy-streams";
 import { buildPageQuery, CursorCodec, PG_EPOCH_OFFSET_MICROS, type CursorPosition, type PageDataset } from "@exportsvc/datasets";
 import { ExportService } from "@exportsvc/proto";
 import { createClient, fromServiceError } from "@exportsvc/rpc";
+import { commandCompleted } from "../../services/export/src/copy-stream";
 
 export interface Measurement {
   name: string;
@@ -57,11 +58,13 @@ export async function measureRawCopy(
     for (;;) {
       const sql = buildPageQuery(dataset, { organizationId, limit, after }, codec);
       const stream = client.query(copyTo(`COPY (${sql}) TO STDOUT (FORMAT csv)`));
+      const completed = commandCompleted(stream);
       const tail = new Tail();
       for await (const chunk of stream as AsyncIterable<Buffer>) {
         bytes += chunk.length;
         tail.push(chunk);
       }
+      await completed; // rowCount arrives after the end of the data
       pages++;
       rows += stream.rowCount;
       if (stream.rowCount < limit) break;

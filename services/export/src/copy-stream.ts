@@ -47,6 +47,7 @@ export async function copyToSink(pool: Pool, select: string, prefix: Buffer, sin
   let sentChunks = 0;
   let bytes = 0;
   const stream = client.query(copyTo(`COPY (${select}) TO STDOUT (FORMAT csv)`));
+  const completed = commandCompleted(stream);
 
   let cancelled = false;
   // Set before the connection goes back to the pool: from then on its backend serves someone else.
@@ -83,7 +84,9 @@ export async function copyToSink(pool: Pool, select: string, prefix: Buffer, sin
       pendingBytes = joined.length - offset;
     }
     if (!cancelled && pendingBytes > 0) await send(Buffer.concat(pending, pendingBytes));
-    return { bytes, rows: cancelled ? 0 : stream.rowCount, cancelled };
+    if (cancelled) return { bytes, rows: 0, cancelled };
+    await completed;
+    return { bytes, rows: stream.rowCount, cancelled };
   } catch (err) {
     destroyConnection = true;
     if (cancelled) return { bytes, rows: 0, cancelled: true };
@@ -92,6 +95,21 @@ export async function copyToSink(pool: Pool, select: string, prefix: Buffer, sin
     finished = true;
     client.release(destroyConnection ? true : undefined);
   }
+}
+
+/**
+ * Resolves once PostgreSQL reported the end of the statement (CommandComplete, then ReadyForQuery).
+ * The COPY stream ends at CopyDone, which can arrive in an earlier packet: rowCount is only known after.
+ */
+export function commandCompleted(stream: ReturnType<typeof copyTo>): Promise<void> {
+  return new Promise((resolve) => {
+    const target = stream as unknown as { handleReadyForQuery(connection: unknown): void };
+    const original = target.handleReadyForQuery.bind(stream);
+    target.handleReadyForQuery = (connection) => {
+      original(connection);
+      resolve();
+    };
+  });
 }
 
 const preparedSessions = new WeakSet<PoolClient>();

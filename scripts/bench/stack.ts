@@ -1,0 +1,38 @@
+import { randomBytes } from "node:crypto";
+import { createServer } from "node:net";
+import type { Pool } from "pg";
+import { generateApiKey, hashApiKeySecret } from "@exportsvc/common";
+import { startStack, type RunningStack } from "../lib/stack";
+
+const freePort = () =>
+  new Promise<number>((resolve, reject) => {
+    const server = createServer();
+    server.once("error", reject);
+    server.listen(0, "127.0.0.1", () => {
+      const { port } = server.address() as { port: number };
+      server.close(() => resolve(port));
+    });
+  });
+
+/**
+ * BENCH_STACK=1: the four services as processes on the bench database (as `npm start` runs them),
+ * with a fresh key of the bench organization, for the HTTP measurement.
+ */
+export async function startBenchStack(pool: Pool, databaseUrl: string, organizationId: string): Promise<{ stack: RunningStack; apiKey: string }> {
+  const keyHashSecret = randomBytes(24).toString("base64url");
+  const key = generateApiKey();
+  await pool.query(
+    "INSERT INTO api_keys (id, organization_id, secret_hash, description) VALUES ($1, $2, $3, 'bench')",
+    [key.id, organizationId, hashApiKeySecret(key.secret, keyHashSecret)],
+  );
+  const [gateway, catalog, exportPort, schema] = await Promise.all([freePort(), freePort(), freePort(), freePort()]);
+  const stack = await startStack({
+    databaseUrl,
+    redisUrl: process.env.REDIS_URL || undefined,
+    keyHashSecret,
+    cursorKeys: `1:${randomBytes(24).toString("base64")}`,
+    ports: { gateway, catalog, export: exportPort, schema },
+    logLevel: "warn",
+  });
+  return { stack, apiKey: key.secret };
+}
