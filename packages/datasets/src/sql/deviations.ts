@@ -11,8 +11,13 @@ const zone = "site.time_zone";
 /** The signature exists only for a resolution by comment that was signed (spec). */
 const signedCommentResolution = `${ROW}.status = 'Resolved' AND ${ROW}.resolution_type = 'Comment' AND ${ROW}.signed_at IS NOT NULL`;
 
+/**
+ * One related record by id, as a LATERAL look-up: `LIMIT 1` keeps the planner from turning it into a
+ * hash join, which would scan the whole related table (every organization's submissions, employees)
+ * for each page; a page needs at most `limit` index probes per relation.
+ */
 const byOrg = (alias: string, table: string, idExpr: string) =>
-  `LEFT JOIN ${table} ${alias} ON ${alias}.organization_id = ${ROW}.organization_id AND ${alias}.id = ${idExpr}`;
+  `LEFT JOIN LATERAL (SELECT * FROM ${table} x WHERE x.organization_id = ${ROW}.organization_id AND x.id = ${idExpr} LIMIT 1) ${alias} ON true`;
 
 export const DEVIATION_JOINS = [
   byOrg("sub", "submissions", `${ROW}.submission_id`),
