@@ -1,24 +1,34 @@
 /**
  * `npx tsx scripts/bench/form-datasets.ts`: what materializing form datasets costs.
  *
- * On a generated form (every field type, a grid with a nested grid) with many submissions:
- *   (a) `buildDataset`: rebuild of every dataset of the form (render + index + registry swap);
- *   (b) baseline: a plain `CREATE TABLE AS SELECT * FROM submissions WHERE form_id = ...` of the
- *       same rows (what copying the source costs without rendering anything);
- *   (c) commit-to-visibility lag: one submission updated and committed at a time, with
- *       `startMaintenanceLoop` running; time until the new value is readable in the dataset table.
+ * On a generated form (every common field type, a grid with a nested grid: 3 datasets, 5 rendered
+ * rows per submission) with many submissions:
+ *   (a) `buildDataset`: rebuild of every dataset of the form: render every cell to its CSV text,
+ *       write the tables, build their two indexes each, ANALYZE the sort columns, swap the registry;
+ *   (b) baseline: per dataset, a plain `CREATE TABLE AS SELECT` from `submissions` of the same rows
+ *       (grid arrays expanded the same way) with the same number of columns, each the raw stored
+ *       value (`values ->> '<field id>'`, the typed envelope column, the array ordinality) without
+ *       any conversion, renumbering, site join or index: what extracting the cells costs at all;
+ *   (c) commit-to-visibility lag with `startMaintenanceLoop` running: single-row updates committed
+ *       on a fixed schedule (BENCH_LAG_RATE per second, several connections so a slow commit does
+ *       not lower the rate), each with a unique marker; a poller reads the dataset table every
+ *       few ms; lag = marker readable − commit acknowledged.
+ * Build and baseline alternate BENCH_REPEAT times; medians are compared.
  *
  * Environment (all optional):
  *   BENCH_DATABASE_URL     database to use as is (migrated here); default: a fresh database
  *                          exportsvc_bench_forms on DATABASE_URL's server, dropped at the end unless BENCH_KEEP=1
  *   DATABASE_URL           server for the fresh database (default postgres://postgres@127.0.0.1:5432/postgres)
  *   BENCH_FORM_SUBMISSIONS submissions to generate (default 100000)
- *   BENCH_LAG_SAMPLES      updates measured for the lag (default 50)
+ *   BENCH_REPEAT           rebuild/baseline rounds (default 3)
+ *   BENCH_LAG_RATE         updates per second during the lag measurement (default 200)
+ *   BENCH_LAG_SECONDS      duration of the lag measurement (default 10)
  */
 import { randomUUID } from "node:crypto";
 import { Client } from "pg";
 import { createPool, migrate } from "@exportsvc/db";
-import { buildDataset, startMaintenanceLoop, type FormField } from "@exportsvc/form-datasets";
+import { Pool } from "pg";
+import { buildDataset, startMaintenanceLoop, type DatasetPlan, type FormField } from "@exportsvc/form-datasets";
 
 const num = (name: string, def: number) => {
   const v = process.env[name];
@@ -59,7 +69,10 @@ const f = (type: string, key: string, extra: Partial<FormField> = {}): FormField
 
 async function main(): Promise<void> {
   const submissions = num("BENCH_FORM_SUBMISSIONS", 100_000);
-  const lagSamples = num("BENCH_LAG_SAMPLES", 50);
+  const repeats = num("BENCH_REPEAT", 3);
+  const lagRate = num("BENCH_LAG_RATE", 200);
+  const lagSeconds = num("BENCH_LAG_SECONDS", 10);
+  if (lagRate * lagSeconds > submissions) throw new Error("BENCH_LAG_RATE * BENCH_LAG_SECONDS must not exceed BENCH_FORM_SUBMISSIONS (one submission per update)");
   const db = await provisionDatabase();
   const pool = createPool({ connectionString: db.url, max: 6 });
   try {
@@ -116,57 +129,183 @@ async function main(): Promise<void> {
     await pool.query("DELETE FROM form_dataset_changes");
     await pool.query("VACUUM ANALYZE submissions");
 
-    t = process.hrtime.bigint();
-    const built = await buildDataset(pool, orgId, formId);
-    const buildMs = ms(t);
-    if (built.status !== "built") throw new Error(`build ${built.status}: ${built.error}`);
-    log(`(a) buildDataset (${built.datasets.length} datasets): ${buildMs.toFixed(0)} ms, ${((submissions / buildMs) * 1000).toFixed(0)} submissions/s`);
+    const { buildMs, baselineMs, datasets, renderedRows } = await measureRebuild(pool, orgId, formId, repeats);
+    const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)];
+    log(`(a) buildDataset, ${datasets} datasets, ${renderedRows.toLocaleString()} rows: ${buildMs.map((x) => x.toFixed(0)).join(" / ")} ms` +
+        `  → median ${median(buildMs).toFixed(0)} ms, ${((submissions / median(buildMs)) * 1000).toFixed(0)} submissions/s`);
+    log(`(b) CREATE TABLE AS baseline, same rows and column count: ${baselineMs.map((x) => x.toFixed(0)).join(" / ")} ms  → median ${median(baselineMs).toFixed(0)} ms`);
+    log(`    rebuild / baseline = ${(median(buildMs) / median(baselineMs)).toFixed(2)}x (medians of ${repeats} runs)`);
 
-    t = process.hrtime.bigint();
-    await pool.query(`CREATE TABLE bench_plain_copy AS SELECT * FROM submissions WHERE organization_id = $1 AND form_id = $2`, [orgId, formId]);
-    const plainMs = ms(t);
-    await pool.query("DROP TABLE bench_plain_copy");
-    log(`(b) CREATE TABLE AS of the same submissions: ${plainMs.toFixed(0)} ms  (rebuild / plain = ${(buildMs / plainMs).toFixed(1)}x)`);
-
-    const entry = await pool.query<{ table_name: string; columns: { key: string; source: { column: string } }[] }>(
-      "SELECT table_name, columns FROM dataset_registry WHERE organization_id = $1 AND key = 'bench_form'",
-      [orgId],
+    const lag = await measureLag(pool, db.url, orgId, operator.id, lagRate, lagSeconds);
+    log(
+      `(c) commit-to-visibility lag, ${lag.writes} updates at ${lag.achievedRate.toFixed(0)} writes/s (target ${lagRate}/s) over ${lag.seconds.toFixed(1)} s: ` +
+        `p50 ${lag.p(0.5)} ms, p95 ${lag.p(0.95)} ms, p99 ${lag.p(0.99)} ms, max ${lag.p(1)} ms`,
     );
-    const table = entry.rows[0].table_name;
-    const operatorColumn = entry.rows[0].columns.find((c) => c.key === "operator")!.source.column;
-    const ids = (await pool.query<{ id: string }>("SELECT id FROM submissions WHERE organization_id = $1 LIMIT $2", [orgId, lagSamples])).rows.map((r) => r.id);
-
-    const loop = startMaintenanceLoop(pool, { pollIntervalMs: 1000, onError: (e) => log(`loop error: ${String(e)}`) });
-    await new Promise((r) => setTimeout(r, 300));
-    const lags: number[] = [];
-    try {
-      for (const [i, id] of ids.entries()) {
-        const marker = `lag ${i}`;
-        await pool.query(`UPDATE submissions SET "values" = jsonb_set("values", ARRAY[$2::text], to_jsonb($3::text)), last_modified = clock_timestamp() WHERE organization_id = $1 AND id = $4`, [
-          orgId,
-          operator.id,
-          marker,
-          id,
-        ]);
-        const committed = process.hrtime.bigint();
-        for (;;) {
-          const seen = await pool.query(`SELECT 1 FROM ${table} WHERE organization_id = $1 AND id = $2 AND ${operatorColumn} = $3`, [orgId, id, marker]);
-          if (seen.rowCount) break;
-          if (ms(committed) > 30_000) throw new Error("change not visible after 30 s");
-          await new Promise((r) => setTimeout(r, 2));
-        }
-        lags.push(ms(committed));
-      }
-    } finally {
-      await loop.stop();
-    }
-    lags.sort((a, b) => a - b);
-    const q = (p: number) => lags[Math.min(lags.length - 1, Math.floor(p * lags.length))].toFixed(1);
-    log(`(c) commit-to-visibility lag over ${lags.length} updates: p50 ${q(0.5)} ms, p95 ${q(0.95)} ms, max ${lags[lags.length - 1].toFixed(1)} ms`);
   } finally {
     await pool.end();
     await db.drop?.();
   }
+}
+
+const lit = (s: string) => `'${s.replace(/'/g, "''")}'`;
+
+/**
+ * The baseline of one dataset: the same rows (grid arrays expanded per submission, in order) and the
+ * same number of columns as the materialized table, each cell the raw stored value, no conversion.
+ */
+function baselineSql(plan: DatasetPlan, table: string): string {
+  const depth = plan.gridPath.length;
+  const joins = plan.gridPath
+    .map((g, i) => `CROSS JOIN LATERAL jsonb_array_elements(${i === 0 ? 's."values"' : `e${i}.value`} -> ${lit(g.id)}) WITH ORDINALITY AS e${i + 1}(value, ord)`)
+    .join("\n ");
+  const source = depth === 0 ? 's."values"' : `e${depth}.value`;
+  const envelope: Record<string, string> = { site_name: "s.site_id", site_path: "s.site_id" };
+  const raw = plan.columns.map((c, i) => {
+    const r = c.render;
+    const expr =
+      r.kind === "envelope"
+        ? envelope[r.name] ?? `s.${r.name.replace(/_local$/, "")}`
+        : r.kind === "rowIndex"
+          ? `e${depth}.ord`
+          : r.kind === "ancestorRowIndex"
+            ? `e${r.depth}.ord`
+            : r.kind === "verification"
+              ? `s.verifications ->> ${lit(r.fieldId)}`
+              : `${source} ->> ${lit(r.field.id)}`;
+    return `${expr} AS c${i + 1}`;
+  });
+  return `CREATE TABLE ${table} AS SELECT s.organization_id, s.id, s.last_modified, s.completed_at${depth > 0 ? `, e${depth}.ord AS row_index` : ""},
+         ${raw.join(", ")}
+    FROM submissions s ${joins}
+   WHERE s.organization_id = $1 AND s.form_id = $2`;
+}
+
+async function measureRebuild(pool: Pool, orgId: string, formId: string, repeats: number) {
+  const buildMs: number[] = [];
+  const baselineMs: number[] = [];
+  let datasets = 0;
+  let renderedRows = 0;
+  for (let round = 0; round < repeats; round++) {
+    let t = process.hrtime.bigint();
+    const built = await buildDataset(pool, orgId, formId, { dropGraceMs: 0 });
+    buildMs.push(ms(t));
+    if (built.status !== "built") throw new Error(`build ${built.status}: ${built.error}`);
+    datasets = built.datasets.length;
+
+    const plans = await pool.query<{ plan: DatasetPlan; table_name: string }>(
+      `SELECT t.plan, t.table_name FROM dataset_registry r JOIN form_ds.dataset_tables t ON t.organization_id = r.organization_id AND t.table_name = r.table_name
+        WHERE r.organization_id = $1 AND r.state = 'ready'`,
+      [orgId],
+    );
+    renderedRows = 0;
+    for (const p of plans.rows) renderedRows += Number((await pool.query(`SELECT count(*) AS n FROM ${p.table_name}`)).rows[0].n);
+    const client = await pool.connect();
+    try {
+      t = process.hrtime.bigint();
+      await client.query("BEGIN");
+      for (const [i, p] of plans.rows.entries()) await client.query(baselineSql(p.plan, `bench_baseline_${i}`), [orgId, formId]);
+      await client.query("COMMIT");
+      baselineMs.push(ms(t));
+      for (const i of plans.rows.keys()) await client.query(`DROP TABLE bench_baseline_${i}`);
+    } finally {
+      client.release();
+    }
+  }
+  return { buildMs, baselineMs, datasets, renderedRows };
+}
+
+/**
+ * Updates committed at `rate` per second for `seconds` while the maintenance loop runs on its own
+ * pool; a poller reads the submission dataset for the markers still pending.
+ */
+async function measureLag(pool: Pool, url: string, orgId: string, operatorFieldId: string, rate: number, seconds: number) {
+  const entry = await pool.query<{ table_name: string; columns: { key: string; source: { column: string } }[] }>(
+    "SELECT table_name, columns FROM dataset_registry WHERE organization_id = $1 AND key = 'bench_form'",
+    [orgId],
+  );
+  const table = entry.rows[0].table_name;
+  const operatorColumn = entry.rows[0].columns.find((c) => c.key === "operator")!.source.column;
+  const total = rate * seconds;
+  const ids = (await pool.query<{ id: string }>("SELECT id::text AS id FROM submissions WHERE organization_id = $1 ORDER BY random() LIMIT $2", [orgId, total])).rows.map((r) => r.id);
+  await pool.query("DELETE FROM form_dataset_changes");
+
+  const loopPool = createPool({ connectionString: url, max: 4 });
+  const writers = new Pool({ connectionString: url, max: 8 });
+  const poller = new Client({ connectionString: url });
+  await poller.connect();
+  const loop = startMaintenanceLoop(loopPool, { pollIntervalMs: 1000, onError: (e) => log(`loop error: ${String(e)}`) });
+  await new Promise((r) => setTimeout(r, 300));
+
+  /** Committed, not yet seen: submission id -> [marker, commit time]. */
+  const pending = new Map<string, [string, bigint]>();
+  const lags: number[] = [];
+  let writesDone = false;
+  let writeError: unknown = null;
+  const polling = (async () => {
+    while (!writesDone || pending.size > 0) {
+      if (pending.size > 0) {
+        const seen = await poller.query<{ id: string; v: string | null }>(`SELECT id::text AS id, ${operatorColumn} AS v FROM ${table} WHERE organization_id = $1 AND id = ANY($2::uuid[])`, [
+          orgId,
+          [...pending.keys()],
+        ]);
+        const now = process.hrtime.bigint();
+        for (const row of seen.rows) {
+          const p = pending.get(row.id);
+          if (p && row.v === p[0]) {
+            lags.push(Number(now - p[1]) / 1e6);
+            pending.delete(row.id);
+          }
+        }
+        for (const [, [, committed]] of pending) if (Number(now - committed) / 1e6 > 30_000) throw new Error("change not visible after 30 s");
+      }
+      await new Promise((r) => setTimeout(r, 2));
+    }
+  })();
+
+  const start = process.hrtime.bigint();
+  const inFlight: Promise<void>[] = [];
+  let lastCommit = start;
+  try {
+    for (let i = 0; i < total; i++) {
+      const due = (i * 1000) / rate - ms(start);
+      if (due > 0) await new Promise((r) => setTimeout(r, due));
+      const id = ids[i];
+      const marker = `lag ${i}`;
+      inFlight.push(
+        writers
+          .query(`UPDATE submissions SET "values" = jsonb_set("values", ARRAY[$2::text], to_jsonb($3::text)), last_modified = clock_timestamp() WHERE organization_id = $1 AND id = $4`, [
+            orgId,
+            operatorFieldId,
+            marker,
+            id,
+          ])
+          .then(() => {
+            lastCommit = process.hrtime.bigint();
+            pending.set(id, [marker, lastCommit]);
+          })
+          .catch((err) => {
+            writeError = err;
+          }),
+      );
+    }
+    await Promise.all(inFlight);
+    if (writeError) throw writeError;
+  } finally {
+    writesDone = true;
+    await polling.finally(async () => {
+      await loop.stop();
+      await poller.end();
+      await writers.end();
+      await loopPool.end();
+    });
+  }
+  lags.sort((a, b) => a - b);
+  return {
+    writes: total,
+    seconds: Number(lastCommit - start) / 1e9,
+    achievedRate: total / (Number(lastCommit - start) / 1e9),
+    p: (q: number) => lags[Math.min(lags.length - 1, Math.floor(q * lags.length))].toFixed(1),
+  };
 }
 
 main().catch((err) => {
