@@ -115,11 +115,15 @@ export function commandCompleted(stream: ReturnType<typeof copyTo>): Promise<voi
 const preparedSessions = new WeakSet<PoolClient>();
 
 /**
- * Page queries are short and their many per-row subplans inflate cost estimates: JIT compilation
- * would cost more than the page itself. Once per pooled connection.
+ * Once per pooled connection. JIT off: page queries are short and their many per-row subplans
+ * inflate cost estimates, so JIT compilation would cost more than the page itself.
  */
 async function prepareSession(client: PoolClient): Promise<void> {
   if (preparedSessions.has(client)) return;
+  // A checked-out client has no pool listener: a connection dying mid-COPY (backend terminated,
+  // network) would be an unhandled 'error' event and take the process down. The running query
+  // fails with the same error and is handled by its caller; while idle the pool's listener acts too.
+  client.on("error", () => undefined);
   await client.query("SET jit = off");
   preparedSessions.add(client);
 }

@@ -1,5 +1,5 @@
 import { Errors } from "@exportsvc/common";
-import { hasCompletedAt, hasRowIndex, InvalidLiteralError, timestamptzLiteral, type PageDataset } from "@exportsvc/datasets";
+import { hasCompletedAt, hasRowIndex, InvalidLiteralError, isUuid, timestamptzLiteral, type PageDataset } from "@exportsvc/datasets";
 import type { ExportCsvRequest } from "@exportsvc/proto";
 
 export const MAX_LIMIT = 5000;
@@ -61,6 +61,8 @@ export function checkParameters(request: ExportCsvRequest, dataset: PageDataset)
   const checked: CheckedParameters = { limit };
   if (present(request.cursor)) checked.cursor = request.cursor;
   if (hasAfter) {
+    // The gateway already rejects a non-uuid `after`; this guards the literal all the same.
+    if (!isUuid(request.after!)) throw Errors.invalidParameter({ after: ["after must be the id (uuid) of the last row of the previous page."] });
     requireTimestamp("modifiedSince", request.modifiedSinceMicros!);
     const rowIndex = hasAfterRowIndex ? Number(request.afterRowIndex! > BigInt(MAX_ROW_INDEX) ? BigInt(MAX_ROW_INDEX) : request.afterRowIndex!) : 0;
     checked.original = { lastModifiedMicros: request.modifiedSinceMicros!, id: request.after!, rowIndex };

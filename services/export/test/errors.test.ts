@@ -109,6 +109,12 @@ describe("parameter checks, in the spec's order", () => {
     expect(err.errors).toHaveProperty("from");
   });
 
+  it("an `after` that is not a uuid is INVALID_PARAMETER naming after (never reaches SQL)", async () => {
+    const err = await fail("resources_suppliers", { modifiedSinceMicros: 1n, after: "x' OR 1=1 --" });
+    expect(err).toMatchObject({ status: 400, errorCode: "INVALID_PARAMETER" });
+    expect(err.errors).toHaveProperty("after");
+  });
+
   it("limit is checked before the cursor", async () => {
     expect(await fail("resources_suppliers", { limit: 0, cursor: "" })).toMatchObject({ errorCode: "INVALID_PARAMETER" });
   });
