@@ -87,7 +87,8 @@ const asText = (expr: string) => `(${expr})::text`;
  * strict pattern that guarantees the cast succeeds takes the plain cast, NULL stays NULL without a
  * call, and only the rare odd value (day 29-31, unusual offsets, exponents) pays for the safe helper.
  */
-const STRICT_DATE = "[1-9][0-9]{3}-(0[1-9]|1[0-2])-(0[1-9]|1[0-9]|2[0-8])";
+// Every day of every month except 29 February (leap years are left to the safe helper).
+const STRICT_DATE = "[1-9][0-9]{3}-((0[1-9]|1[0-2])-(0[1-9]|1[0-9]|2[0-8])|(0[13-9]|1[0-2])-(29|30)|(0[13578]|1[02])-31)";
 const STRICT_INSTANT = `^${STRICT_DATE}[T ]([01][0-9]|2[0-3]):[0-5][0-9](:[0-5][0-9](\\.[0-9]{1,6})?)?(Z|z|[-+](0[0-9]|1[0-3])(:?[0-5][0-9])?)$`;
 const STRICT_NUMBER = "^[-+]?[0-9]{1,15}(\\.[0-9]{1,15})?$";
 const STRICT_UUID = "^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$";
@@ -180,8 +181,24 @@ function fieldExpression(field: FormField, part: FieldPart, source: string): str
       return choiceLabel(field.options, vt);
     case "attachment":
     case "photo":
-      return `CASE WHEN jsonb_typeof(${v}) = 'array' THEN (SELECT string_agg(e.value, ', ' ORDER BY e.ord) FROM jsonb_array_elements_text(${v}) WITH ORDINALITY AS e(value, ord)) ELSE ${vt} END`;
+      return attachmentList(v, vt);
     default:
       return vt;
   }
+}
+
+/**
+ * The elements of an attachment/photo array joined with ', ' (JSON nulls skipped, no elements: empty).
+ * Arrays of up to two elements (nearly all of them) are joined inline; a correlated subquery per
+ * row costs more than the rest of the row's columns together.
+ */
+function attachmentList(v: string, vt: string): string {
+  const first = `(${v} ->> 0)`;
+  const second = `(${v} ->> 1)`;
+  const aggregated = `(SELECT string_agg(e.value, ', ' ORDER BY e.ord) FROM jsonb_array_elements_text(${v}) WITH ORDINALITY AS e(value, ord))`;
+  return `CASE WHEN jsonb_typeof(${v}) IS DISTINCT FROM 'array' THEN ${vt}
+    WHEN jsonb_array_length(${v}) = 0 THEN NULL
+    WHEN jsonb_array_length(${v}) = 1 THEN ${first}
+    WHEN jsonb_array_length(${v}) = 2 THEN CASE WHEN ${first} IS NULL THEN ${second} WHEN ${second} IS NULL THEN ${first} ELSE ${first} || ', ' || ${second} END
+    ELSE ${aggregated} END`;
 }

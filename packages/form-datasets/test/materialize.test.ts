@@ -207,6 +207,25 @@ describe("rebuild: tolerant conversions", () => {
     ["yesNo", "true", null],
     ["text", 42, "42"],
     ["attachment", "single.pdf", "single.pdf"],
+    // Month-aware strict dates: valid 29th-31st take the fast path, invalid ones stay empty.
+    ["date", "2024-02-29", "2024-02-29"],
+    ["date", "2023-04-30", "2023-04-30"],
+    ["date", "2023-04-31", null],
+    ["date", "2023-12-31", "2023-12-31"],
+    ["dateTime", "2024-03-31T08:15:00Z", "2024-03-31 08:15:00+00"],
+    ["dateTime", "2024-06-31T08:15:00Z", null],
+    // Attachment lists: the inline join of short arrays agrees with the aggregate of long ones.
+    ["attachment", [], null],
+    ["attachment", ["a.pdf"], "a.pdf"],
+    ["attachment", [null], null],
+    ["attachment", [null, null], null],
+    ["attachment", ["a.pdf", null], "a.pdf"],
+    ["attachment", [null, "b.pdf"], "b.pdf"],
+    ["attachment", ["a.pdf", "b.pdf"], "a.pdf, b.pdf"],
+    ["attachment", ["", "b.pdf"], ", b.pdf"],
+    ["photo", ["a.jpg", null, "c.jpg"], "a.jpg, c.jpg"],
+    ["photo", [1, { x: "y" }], '1, {"x": "y"}'],
+    ["photo", { x: "y" }, '{"x": "y"}'],
   ])("%s value %j exports as %j", async (type, value, expected) => {
     const orgId = await createTestOrganization(pool);
     const f = field(type, "v", "V");
