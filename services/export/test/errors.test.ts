@@ -1,5 +1,6 @@
 import { randomBytes, randomUUID } from "node:crypto";
 import type { Pool } from "pg";
+import { Errors } from "@exportsvc/common";
 import type { ColumnSpec } from "@exportsvc/datasets";
 import { createTestOrganization, testPool } from "../../../test/support/db";
 import { exportError, exportPage, registerFixedDataset, startExport, TEST_CURSOR_KEYS, upsertRegistry, type ExportHarness } from "./support";
@@ -64,6 +65,21 @@ describe("dataset look-up", () => {
     await exportPage(harness.client, req("resources_suppliers"));
     expect(harness.syncCalls).toContain(org);
     await pool.query(`DELETE FROM registry_sync_queue WHERE organization_id = $1`, [org]);
+  });
+});
+
+describe("registry sync failing", () => {
+  it("answers 503 DATABASE_UNAVAILABLE rather than exporting with a stale shape", async () => {
+    const syncDown = await startExport({}, undefined, async () => {
+      throw Errors.databaseUnavailable("An internal service did not answer. Retry with exponential backoff.");
+    });
+    try {
+      await pool.query(`INSERT INTO registry_sync_queue (organization_id) VALUES ($1) ON CONFLICT DO NOTHING`, [org]);
+      expect(await exportError(syncDown.client, req("resources_suppliers"))).toMatchObject({ status: 503, errorCode: "DATABASE_UNAVAILABLE" });
+    } finally {
+      await pool.query(`DELETE FROM registry_sync_queue WHERE organization_id = $1`, [org]);
+      await syncDown.stop();
+    }
   });
 });
 

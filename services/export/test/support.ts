@@ -25,7 +25,11 @@ export interface ExportHarness {
 }
 
 /** The export service in this process over real gRPC, against the run's database. */
-export async function startExport(env: Record<string, string> = {}, cursorVersion?: number): Promise<ExportHarness> {
+export async function startExport(
+  env: Record<string, string> = {},
+  cursorVersion?: number,
+  syncRegistry?: (organizationId: string) => Promise<void>,
+): Promise<ExportHarness> {
   const config = exportConfigSchema.parse({
     DATABASE_URL: testDatabaseUrl(),
     GRPC_HOST: "127.0.0.1",
@@ -41,6 +45,7 @@ export async function startExport(env: Record<string, string> = {}, cursorVersio
   const service = await start(config, {
     syncRegistry: async (organizationId) => {
       syncCalls.push(organizationId);
+      await syncRegistry?.(organizationId);
     },
     cursorVersion,
   });
