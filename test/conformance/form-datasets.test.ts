@@ -29,6 +29,7 @@ const columnByLabel = (d: ListedDataset, label: string) => {
   if (!c) throw new Error(`${d.key} has no column labelled ${label}`);
   return c;
 };
+const rowPosition = (r: Row) => [r.id, r.row_index, r.item];
 const tokens = (datasets: ListedDataset[]) => new Map(datasets.map((d) => [d.key, d.changeToken]));
 
 describe("conformance: form datasets", () => {
@@ -177,6 +178,31 @@ describe("conformance: form datasets", () => {
       expect(tc1.verification_temperature).toBe("2024-05-20 10:00:00");
       expect(tc2.verification_temperature).toBe(""); // empty until verified
       expect(tc1.completed_at_local).toBe("2024-05-20 09:02:30.123456");
+    });
+
+    it("envelope values: record_id '<prefix>-<n>', status and is_archived from their value sets, site_path ending with site_id", async () => {
+      for (const [key, prefix] of [["temperature_check", "TC"], ["supplier_audit", "SA"]]) {
+        const rows = await demoRows(key);
+        expect(rows.length).toBeGreaterThan(0);
+        for (const r of rows) {
+          expect(r.record_id).toMatch(new RegExp(`^${prefix}-\\d+$`));
+          expect(["InProgress", "Completed", "Cancelled"]).toContain(r.status);
+          expect(["t", "f"]).toContain(r.is_archived);
+          expect(r.site_path.split(".").at(-1)).toBe(r.site_id);
+        }
+      }
+      const cancelled = (await demoRows("temperature_check")).find((r) => r.status === "Cancelled")!;
+      expect(cancelled.is_archived).toBe("t");
+    });
+
+    it("a field's columns appear together in form order; a grid lists id, last_modified, row_index, ancestor row indexes, then its fields", () => {
+      const own = (key: string) => demoDataset(key).columns.map((c) => c.key).filter((k) => k !== "_cursor");
+      expect(own("supplier_audit").slice(ENVELOPE_COLUMNS.length).filter((k) => !k.startsWith("verification_"))).toEqual([
+        "supplier", "supplier_id", "lot", "lot_id", "result", "scope__haccp", "scope__allergens", "scope__traceability",
+        "hygiene__floors", "hygiene__pests", "auditor_signature_name", "auditor_signature_date", "attachments", "photos",
+      ]);
+      expect(own("supplier_audit__findings")).toEqual(["id", "last_modified", "row_index", "area", "severity", "due"]);
+      expect(own("supplier_audit__findings__actions")).toEqual(["id", "last_modified", "row_index", "findings_row_index", "what", "done", "owner", "owner_id"]);
     });
 
     it("every dataset and column key is at most 63 characters of [a-z0-9_]", () => {
@@ -406,14 +432,25 @@ describe("conformance: form datasets", () => {
       const { org, submission, id } = await hygieneOrganization();
       await org.apply({
         submissions: [submission(1, { area: "Bakery", score: 7, items: [{ item: "floor" }, { item: "walls" }] }, { steps: [{ id: id("step"), name: "Record" }] })],
+      });
+      // Submission 2 modified after submission 1, so that rows follow a cursor held on submission 1.
+      await org.apply({ submissions: [submission(2, { area: "Packing", score: 8, items: [{ item: "belt" }] })] });
+      await waitFor("submission 2 modified last", async () => (await org.page("hygiene_round__items")).rows.at(-1)?.id === id("sub:2"));
+      await org.apply({
         deviations: [{ id: id("deviation"), submissionId: id("sub:1"), stepId: id("step"), severity: "High", fieldKey: "score", displayValue: "7" }],
       });
       expect((await org.page("deviations")).rows.map((r) => r.id)).toEqual([id("deviation")]);
+      const gridBefore = (await org.page("hygiene_round__items")).rows;
+      const held = gridBefore.findIndex((r) => r.id === id("sub:1"));
+      const expectedAfterHeld = gridBefore.slice(held + 1).filter((r) => r.id !== id("sub:1")).map(rowPosition);
+      expect(expectedAfterHeld).toEqual([[id("sub:2"), "1", "belt"]]);
       await org.apply({ delete: { submissions: [id("sub:1")] } });
       await waitFor("the deleted submission to vanish", async () => !(await org.page("hygiene_round")).rows.some((r) => r.id === id("sub:1")));
       expect((await org.page("hygiene_round")).rows.map((r) => r.id)).toEqual([id("sub:2")]);
       expect((await org.page("hygiene_round__items")).rows.map((r) => [r.id, r.row_index])).toEqual([[id("sub:2"), "1"]]);
       expect((await org.page("deviations")).rows).toEqual([]);
+      // A cursor taken on a row that no longer exists still resumes after its position.
+      expect((await org.page("hygiene_round__items", { cursor: gridBefore[held]._cursor })).rows.map(rowPosition)).toEqual(expectedAfterHeld);
     });
 
     it("a form rename moves its datasets to new keys: old key 404 DATASET_NOT_FOUND, an old cursor on the new key 400 INVALID_CURSOR", async () => {
@@ -434,6 +471,29 @@ describe("conformance: form datasets", () => {
       expect((await problem(await org.get(csvPath("hygiene_walk", { cursor: oldCursor })), 400)).errorCode).toBe("INVALID_CURSOR");
       expect((await problem(await org.get(csvPath("hygiene_walk__items", { cursor: oldGridCursor })), 400)).errorCode).toBe("INVALID_CURSOR");
       expect((await org.page("hygiene_walk")).rows).toHaveLength(2);
+    });
+
+    it("a grid relabel moves the grid dataset to a new key; the submission dataset keeps its key", async () => {
+      const { org, id, form } = await hygieneOrganization();
+      const relabelled = form();
+      relabelled.fields = relabelled.fields.map((f) => (f.id === id("f:items") ? { ...f, label: "Line Items" } : f));
+      await org.apply({ forms: [relabelled] });
+      const grid = await org.waitForDataset("hygiene_round__line_items");
+      expect(grid).toMatchObject({ parentDataset: "hygiene_round", displayName: "Hygiene Round - Line Items" });
+      expect((await org.dataset("hygiene_round"))?.childDatasets).toEqual(["hygiene_round__line_items"]);
+      expect((await problem(await org.get(csvPath("hygiene_round__items")), 404)).errorCode).toBe("DATASET_NOT_FOUND");
+      expect((await org.page("hygiene_round__line_items")).rows.map((r) => r.item)).toEqual(expect.arrayContaining(["floor", "walls", "belt"]));
+    });
+
+    it("a grid removed by a republish keeps its dataset (removing a field never removes its columns)", async () => {
+      const { org, form } = await hygieneOrganization();
+      const before = (await org.dataset("hygiene_round"))!;
+      const gridRows = (await org.page("hygiene_round__items")).rows;
+      await org.apply({ forms: [form("Hygiene Round", [], ["items"])] });
+      await org.waitForDataset("hygiene_round", (d) => d.changeToken !== before.changeToken);
+      const grid = await org.dataset("hygiene_round__items");
+      expect(grid?.parentDataset).toBe("hygiene_round");
+      expect((await org.page("hygiene_round__items")).rows.map(rowPosition)).toEqual(gridRows.map(rowPosition));
     });
 
     it("a republish with a new field adds a column and moves the token; the header may differ between pages", async () => {
@@ -465,12 +525,14 @@ describe("conformance: form datasets", () => {
       expect(rows.map((r) => r.score).sort()).toEqual(["7", "9"]);
     });
 
-    it("a deleted form keeps its datasets in the listing, unmarked, and keeps exporting what they held", async () => {
-      const { org, form, id } = await hygieneOrganization();
+    it("a deleted form keeps its datasets in the listing, unmarked, exporting what they held and never changing again", async () => {
+      const { org, form, id, submission } = await hygieneOrganization();
       const listed = (await org.listing()).filter((d) => d.key.startsWith("hygiene_round"));
       const rows = (await org.page("hygiene_round")).rows;
       const gridRows = (await org.page("hygiene_round__items")).rows;
       await org.apply({ forms: [{ ...form(), deleted: true }] });
+      // An edit of one of its submissions afterwards does not reach the frozen datasets.
+      await org.apply({ submissions: [submission(2, { area: "Packing", score: 1, items: [] })] });
       // A later change that the schema service must process proves the deletion was processed too.
       await org.apply({ forms: [{ id: id("form:sentinel"), name: "Sentinel", recordPrefix: "SN", fields: [field.text(id("f:s"), "s")] }] });
       await org.waitForDataset("sentinel");

@@ -132,6 +132,12 @@ describe("conformance: grid datasets and paging of form datasets", () => {
     });
   });
 
+  it("a submission dataset's group is (last_modified, id): submissions sharing a last_modified are not one group", async () => {
+    const { rows, pages } = await org.pageAll(SUBMISSIONS, 1);
+    expect(rows.map((r) => r.shift)).toEqual(order);
+    expect(pages.map((p) => p.rows.length)).toEqual([...order.map(() => 1), 0]);
+  });
+
   describe("original paging parameters on a grid dataset", () => {
     it("modifiedSince and after without afterRowIndex: 400 MISSING_PARAMETER 'Missing required parameter'", async () => {
       const row = (await org.page(CHECKS)).rows[0];

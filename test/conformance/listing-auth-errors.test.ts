@@ -154,7 +154,7 @@ describe("conformance: listing, authentication, errors, open endpoints", () => {
     it("GET /build: image tag, commit, build date, version", async () => {
       const res = await fetch(`${e2e.baseUrl}/build`);
       expect(res.status).toBe(200);
-      const body = await res.json();
+      const body = (await res.json()) as any;
       for (const k of ["imageTag", "commit", "buildDate", "version"]) expect(typeof body[k]).toBe("string");
       expect(Number.isNaN(Date.parse(body.buildDate))).toBe(false);
     });
@@ -162,7 +162,7 @@ describe("conformance: listing, authentication, errors, open endpoints", () => {
     it("GET /swagger/v1/swagger.json: OpenAPI 3 of the two data endpoints only", async () => {
       const res = await fetch(`${e2e.baseUrl}/swagger/v1/swagger.json`);
       expect(res.status).toBe(200);
-      const doc = await res.json();
+      const doc = (await res.json()) as any;
       expect(doc.openapi).toMatch(/^3\./);
       expect(Object.keys(doc.paths).sort()).toEqual(["/v1/datasets", "/v1/datasets/{datasetKey}/csv"]);
     });

@@ -125,12 +125,12 @@ describe("end to end over HTTP", () => {
     const noKey = await fetch(`${e2e.baseUrl}/v1/datasets`);
     expect(noKey.status).toBe(401);
     expect(noKey.headers.get("content-type")).toContain("application/problem+json");
-    const body = await noKey.json();
+    const body = (await noKey.json()) as any;
     expect(body.errorCode).toBe("UNAUTHORIZED");
     expect(body.detail).toBeUndefined();
     const missing = await get("/v1/datasets/no_such_dataset/csv");
     expect(missing.status).toBe(404);
-    expect((await missing.json()).errorCode).toBe("DATASET_NOT_FOUND");
+    expect(((await missing.json()) as any).errorCode).toBe("DATASET_NOT_FOUND");
     const route = await get("/v1/nowhere");
     expect(route.status).toBe(404);
     expect(await route.json()).toMatchObject({ errorCode: "NOT_FOUND", title: "Not Found" });

@@ -31,7 +31,7 @@ export class OpenApiValidator {
     const key = `${path} ${method} ${status} ${mediaType}`;
     let validate = this.cache.get(key);
     if (!validate) {
-      validate = this.ajv.compile(rewriteRefs(content.schema));
+      validate = this.ajv.compile(rewriteRefs(content.schema) as object);
       this.cache.set(key, validate);
     }
     if (!validate(body)) {
