@@ -9,6 +9,7 @@
  *       (grid arrays expanded the same way) with the same number of columns, each the raw stored
  *       value (`values ->> '<field id>'`, the typed envelope column, the array ordinality) without
  *       any conversion, renumbering, site join or index: what extracting the cells costs at all;
+ *   (b') the same baseline plus the two indexes per table the rebuild creates (same DDL);
  *   (c) commit-to-visibility lag with `startMaintenanceLoop` running: single-row updates committed
  *       on a fixed schedule (BENCH_LAG_RATE per second, several connections so a slow commit does
  *       not lower the rate), each with a unique marker; a poller reads the dataset table every
@@ -28,7 +29,7 @@ import { randomUUID } from "node:crypto";
 import { Client } from "pg";
 import { createPool, migrate } from "@exportsvc/db";
 import { Pool } from "pg";
-import { buildDataset, startMaintenanceLoop, type DatasetPlan, type FormField } from "@exportsvc/form-datasets";
+import { buildDataset, createIndexesSql, startMaintenanceLoop, type DatasetPlan, type FormField } from "@exportsvc/form-datasets";
 
 const num = (name: string, def: number) => {
   const v = process.env[name];
@@ -129,12 +130,13 @@ async function main(): Promise<void> {
     await pool.query("DELETE FROM form_dataset_changes");
     await pool.query("VACUUM ANALYZE submissions");
 
-    const { buildMs, baselineMs, datasets, renderedRows } = await measureRebuild(pool, orgId, formId, repeats);
+    const { buildMs, baselineMs, baselineIndexedMs, datasets, renderedRows } = await measureRebuild(pool, orgId, formId, repeats);
     const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)];
     log(`(a) buildDataset, ${datasets} datasets, ${renderedRows.toLocaleString()} rows: ${buildMs.map((x) => x.toFixed(0)).join(" / ")} ms` +
         `  → median ${median(buildMs).toFixed(0)} ms, ${((submissions / median(buildMs)) * 1000).toFixed(0)} submissions/s`);
     log(`(b) CREATE TABLE AS baseline, same rows and column count: ${baselineMs.map((x) => x.toFixed(0)).join(" / ")} ms  → median ${median(baselineMs).toFixed(0)} ms`);
     log(`    rebuild / baseline = ${(median(buildMs) / median(baselineMs)).toFixed(2)}x (medians of ${repeats} runs)`);
+    log(`(b') the same baseline plus the rebuild's two indexes per table: median ${median(baselineIndexedMs).toFixed(0)} ms  (rebuild / this = ${(median(buildMs) / median(baselineIndexedMs)).toFixed(2)}x)`);
 
     const lag = await measureLag(pool, db.url, orgId, operator.id, lagRate, lagSeconds);
     log(
@@ -183,6 +185,7 @@ function baselineSql(plan: DatasetPlan, table: string): string {
 async function measureRebuild(pool: Pool, orgId: string, formId: string, repeats: number) {
   const buildMs: number[] = [];
   const baselineMs: number[] = [];
+  const baselineIndexedMs: number[] = [];
   let datasets = 0;
   let renderedRows = 0;
   for (let round = 0; round < repeats; round++) {
@@ -204,14 +207,16 @@ async function measureRebuild(pool: Pool, orgId: string, formId: string, repeats
       t = process.hrtime.bigint();
       await client.query("BEGIN");
       for (const [i, p] of plans.rows.entries()) await client.query(baselineSql(p.plan, `bench_baseline_${i}`), [orgId, formId]);
-      await client.query("COMMIT");
       baselineMs.push(ms(t));
+      for (const [i, p] of plans.rows.entries()) for (const sql of createIndexesSql(`bench_baseline_${i}`, p.plan)) await client.query(sql);
+      await client.query("COMMIT");
+      baselineIndexedMs.push(ms(t));
       for (const i of plans.rows.keys()) await client.query(`DROP TABLE bench_baseline_${i}`);
     } finally {
       client.release();
     }
   }
-  return { buildMs, baselineMs, datasets, renderedRows };
+  return { buildMs, baselineMs, baselineIndexedMs, datasets, renderedRows };
 }
 
 /**

@@ -204,9 +204,14 @@ async function materialize(client: PoolClient, orgId: string, formId: string, pl
   await client.query(`DROP TABLE IF EXISTS ${table}`);
   await client.query(createTableSql(table, plan));
   await client.query(`INSERT INTO ${table} (${tableColumnNames(plan).join(", ")})\n${renderRowsSql(plan, { onlySubmissions: false })}`, [orgId, formId]);
+  // Indexes after the bulk insert (one sort each instead of a tree maintained row by row), with
+  // enough sort memory that a form of millions of rows does not spill to disk.
+  await client.query("SET LOCAL maintenance_work_mem = '256MB'");
   for (const sql of createIndexesSql(table, plan)) await client.query(sql);
   // Statistics of the sort columns only: the export plans on them; the text columns' statistics
-  // would cost more than the rest of the build and nothing filters on them.
+  // would cost more than the rest of the build and nothing filters on them. A 3 000-row sample
+  // (target 10) is plenty for columns read in index order and is 6x cheaper than the default.
+  await client.query("SET LOCAL default_statistics_target = 10");
   await client.query(`ANALYZE ${table} (${plan.gridPath.length > 0 ? "organization_id, last_modified, id, row_index" : "organization_id, last_modified, id"})`);
   await client.query(
     `INSERT INTO form_ds.dataset_tables (organization_id, table_name, dataset_key, form_id, plan) VALUES ($1, $2, $3, $4, $5)
