@@ -356,6 +356,54 @@ describe("conformance: form datasets", () => {
       expect(columnOf(after, "approval_date")).toMatchObject({ dataType: "dateTime", label: "Approval - Date" });
     });
 
+    it("a form named like a fixed dataset gets the hash; the fixed dataset keeps its key", async () => {
+      await org.apply({ forms: [{ id: id("form:deviations"), name: "Deviations", recordPrefix: "DV", fields: [field.text(id("f:dv"), "note")] }] });
+      const formDataset = await waitFor("the form named Deviations", async () =>
+        (await org.listing()).find((d) => d.displayName === "Deviations" && d.columns.some((c) => c.key === "started_at")));
+      expect(formDataset.key).toMatch(/^deviations_[0-9a-z]{8}$/);
+      const fixed = (await org.dataset("deviations"))!;
+      expect(fixed.columns.map((c) => c.key)).toContain("severity");
+      expect((await org.page("deviations")).header).toContain("severity");
+    });
+
+    it("field keys equal to envelope, grid or _cursor column names get numeric suffixes; _cursor stays single and last", async () => {
+      const fields: ApplyFields = [
+        field.text(id("f:status"), "Status", "Inspection status"),
+        field.text(id("f:lm"), "Last Modified", "Last modified (as written)"),
+        field.text(id("f:cursor"), "_cursor", "Cursor text"),
+        field.grid(id("f:g"), "rows", "Rows", [field.text(id("f:gid"), "ID", "Row id"), field.text(id("f:glm"), "last modified", "Row modified")]),
+      ];
+      await org.apply({
+        forms: [{ id: id("form:clash"), name: "Clash Probe", recordPrefix: "CP", fields }],
+        submissions: [{ id: id("sub:clash"), formId: id("form:clash"), siteId: id("site"), status: "Completed", values: { Status: "ok", _cursor: "c", rows: [{ ID: "r1" }] } }],
+      });
+      const d = await org.waitForDataset("clash_probe");
+      expect(columnByLabel(d, "Inspection status").key).toBe("status_2");
+      expect(columnByLabel(d, "Last modified (as written)").key).toBe("last_modified_2");
+      expect(columnByLabel(d, "Cursor text").key).not.toBe("_cursor");
+      const grid = await org.waitForDataset("clash_probe__rows");
+      expect(columnByLabel(grid, "Row id").key).toBe("id_2");
+      expect(columnByLabel(grid, "Row modified").key).toBe("last_modified_2");
+      for (const ds of [d, grid]) {
+        const keys = ds.columns.map((c) => c.key);
+        expect(new Set(keys).size).toBe(keys.length);
+        expect(keys.filter((k) => k === "_cursor")).toHaveLength(1);
+        expect(keys.at(-1)).toBe("_cursor");
+      }
+      const rows = await waitFor("the clash probe row", async () => (await org.page("clash_probe")).rows[0]);
+      expect([rows.status, rows.status_2]).toEqual(["Completed", "ok"]);
+      expect(rows._cursor).toMatch(/^[A-Za-z0-9+/=]{20,}$/);
+    });
+
+    it("only published forms have datasets: an unpublished draft has none until it is published", async () => {
+      const draft = { id: id("form:draft"), name: "Draft Probe", recordPrefix: "DP", fields: [field.text(id("f:draft"), "note")] };
+      await org.apply({ forms: [{ ...draft, publish: false }, { id: id("form:marker"), name: "Marker Probe", recordPrefix: "MP", fields: [field.text(id("f:m"), "note")] }] });
+      await org.waitForDataset("marker_probe");
+      expect(await org.dataset("draft_probe")).toBeUndefined();
+      await org.apply({ forms: [draft] });
+      expect((await org.waitForDataset("draft_probe")).displayName).toBe("Draft Probe");
+    });
+
     it("every key of the organization's listing is at most 63 characters of [a-z0-9_]", async () => {
       for (const d of await org.listing()) {
         expect(d.key).toMatch(/^[a-z0-9_]{1,63}$/);
@@ -462,8 +510,10 @@ describe("conformance: form datasets", () => {
       const { org, form } = await hygieneOrganization();
       const oldCursor = (await org.page("hygiene_round")).rows[0]._cursor;
       const oldGridCursor = (await org.page("hygiene_round__items")).rows[0]._cursor;
+      const etag = (await org.get("/v1/datasets")).headers.get("etag")!;
       await org.apply({ forms: [form("Hygiene Walk")] });
       const renamed = await org.waitForDataset("hygiene_walk");
+      expect((await org.get("/v1/datasets", { "If-None-Match": etag })).status).toBe(200);
       expect(renamed.displayName).toBe("Hygiene Walk");
       expect(renamed.childDatasets).toEqual(["hygiene_walk__items"]);
       const keys = (await org.listing()).map((d) => d.key);
@@ -567,6 +617,9 @@ describe("conformance: form datasets", () => {
         const body = await problem(blocked, 503);
         expect(body).toMatchObject({ errorCode: "DATASET_NOT_EXPORTABLE", title: "Dataset cannot be exported" });
         expect(blocked.headers.get("retry-after")).toBeNull();
+        // A dataset known to be out of date wins over a merely wrong parameter; an unparsable one comes first.
+        expect((await problem(await org.get(csvPath("hygiene_round", { limit: 9999 })), 503)).errorCode).toBe("DATASET_NOT_EXPORTABLE");
+        expect((await problem(await org.get(csvPath("hygiene_round", { limit: "x" })), 400)).errors).toHaveProperty("limit");
         const grid = await org.get(csvPath("hygiene_round__items"));
         expect((await problem(grid, 503)).errorCode).toBe("DATASET_NOT_EXPORTABLE");
         expect(grid.headers.get("retry-after")).toBeNull();
