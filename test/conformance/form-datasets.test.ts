@@ -507,7 +507,7 @@ describe("conformance: form datasets", () => {
     });
 
     it("a form rename moves its datasets to new keys: old key 404 DATASET_NOT_FOUND, an old cursor on the new key 400 INVALID_CURSOR", async () => {
-      const { org, form } = await hygieneOrganization();
+      const { org, form, id } = await hygieneOrganization();
       const oldCursor = (await org.page("hygiene_round")).rows[0]._cursor;
       const oldGridCursor = (await org.page("hygiene_round__items")).rows[0]._cursor;
       const etag = (await org.get("/v1/datasets")).headers.get("etag")!;
@@ -526,6 +526,11 @@ describe("conformance: form datasets", () => {
       expect((await problem(await org.get(csvPath("hygiene_walk", { cursor: oldCursor })), 400)).errorCode).toBe("INVALID_CURSOR");
       expect((await problem(await org.get(csvPath("hygiene_walk__items", { cursor: oldGridCursor })), 400)).errorCode).toBe("INVALID_CURSOR");
       expect((await org.page("hygiene_walk")).rows).toHaveLength(2);
+      // The retired key is never handed out again: a new form with the old name gets the hash, the old key stays 404.
+      await org.apply({ forms: [{ id: id("form:again"), name: "Hygiene Round", recordPrefix: "HA", fields: [field.text(id("f:again"), "note")] }] });
+      const again = await waitFor("the new Hygiene Round", async () => (await org.listing()).find((d) => d.displayName === "Hygiene Round"));
+      expect(again.key).toMatch(/^hygiene_round_[0-9a-z]{8}$/);
+      expect((await problem(await org.get(csvPath("hygiene_round", { cursor: oldCursor })), 404)).errorCode).toBe("DATASET_NOT_FOUND");
     });
 
     it("a grid relabel moves the grid dataset to a new key; the submission dataset keeps its key", async () => {
@@ -568,6 +573,20 @@ describe("conformance: form datasets", () => {
       expect(page2.rows[0].id).not.toBe(last.id);
       // The cursor is bound to the row shape the dataset had when it was issued.
       expect((await problem(await org.get(csvPath("hygiene_round", { cursor: last._cursor })), 400)).errorCode).toBe("INVALID_CURSOR");
+    });
+
+    it("a republish that only relabels moves the token but keeps held cursors valid (same row shape)", async () => {
+      const { org, form, id } = await hygieneOrganization();
+      const before = (await org.dataset("hygiene_round"))!;
+      const first = (await org.page("hygiene_round", { limit: 1 })).rows[0];
+      const relabelled = form();
+      relabelled.fields = relabelled.fields.map((f) => (f.id === id("f:area") ? { ...f, label: "Room" } : f));
+      await org.apply({ forms: [relabelled] });
+      const after = await org.waitForDataset("hygiene_round", (d) => d.columns.some((c) => c.label === "Room"));
+      expect(after.changeToken).not.toBe(before.changeToken);
+      const resumed = await org.page("hygiene_round", { cursor: first._cursor });
+      expect(resumed.rows).toHaveLength(1);
+      expect(resumed.rows[0].id).not.toBe(first.id);
     });
 
     it("a field removed by a republish keeps its column and the values it held", async () => {
@@ -626,7 +645,8 @@ describe("conformance: form datasets", () => {
         expect((await org.page("pest_check")).rows).toHaveLength(1);
         expect((await org.get(csvPath("deviations"))).status).toBe(200);
         expect((await org.get(csvPath("resources_suppliers"))).status).toBe(200);
-        expect((await org.get("/v1/datasets")).status).toBe(200);
+        // Still listed, with its columns.
+        expect((await org.dataset("hygiene_round"))?.columns.map((c) => c.key)).toContain("score");
       } finally {
         await org.apply({ sites: [site(id("site"), "Main Site", "Europe/Berlin")] });
       }
@@ -635,6 +655,31 @@ describe("conformance: form datasets", () => {
       expect(recovered.key).toBe("hygiene_round");
       await waitFor("hygiene_round to export again", async () => (await org.get(csvPath("hygiene_round"))).status === 200);
       expect((await org.page("hygiene_round")).rows).toHaveLength(2);
+    });
+
+    it("a new submission at a site whose time zone became blank: 503 DATASET_NOT_EXPORTABLE until the zone is fixed, then nothing is missing", async () => {
+      const { org, submission, id } = await hygieneOrganization();
+      try {
+        await org.apply({ sites: [site(id("site"), "Main Site", "")] });
+        await org.apply({ submissions: [submission(3, { area: "Dock", score: 4, items: [{ item: "ramp" }] })] });
+        const blocked = await waitFor("hygiene_round to become not exportable", async () => {
+          const res = await org.get(csvPath("hygiene_round"));
+          if (res.status === 503) return res;
+          await res.arrayBuffer();
+          return undefined;
+        });
+        expect((await problem(blocked, 503)).errorCode).toBe("DATASET_NOT_EXPORTABLE");
+      } finally {
+        await org.apply({ sites: [site(id("site"), "Main Site", "Europe/Berlin")] });
+      }
+      const rows = await waitFor("all three submissions after the fix", async () => {
+        const res = await org.get(csvPath("hygiene_round"));
+        if (res.status !== 200) return undefined;
+        const page = parseCsvPage(Buffer.from(await res.arrayBuffer()));
+        return page.rows.length === 3 ? page.rows : undefined;
+      });
+      expect(rows.find((r) => r.id === id("sub:3"))?.last_modified_local).toMatch(/^\d{4}-\d{2}-\d{2} \d{2}:\d{2}:\d{2}/);
+      expect((await org.page("hygiene_round__items")).rows.map((r) => r.item).sort()).toEqual(["belt", "floor", "ramp", "walls"]);
     });
   });
 

@@ -161,6 +161,28 @@ describe("conformance: grid datasets and paging of form datasets", () => {
       expect(rest.map((r) => [r.id, r.row_index])).toEqual([[subId("E"), "3"], [subId("E"), "4"]]);
     });
 
+    it("afterRowIndex beyond a submission's last row resumes with the next submission, like the cursor of its last row", async () => {
+      const full = (await org.page(CHECKS)).rows;
+      const lastOfA = full.filter((r) => r.id === subId("A")).at(-1)!;
+      const byOriginal = (await org.page(CHECKS, { modifiedSince: lastOfA.last_modified, after: lastOfA.id, afterRowIndex: 99 })).rows.map(rowKey);
+      const byCursor = (await org.page(CHECKS, { cursor: lastOfA._cursor })).rows.map(rowKey);
+      expect(byOriginal).toEqual(byCursor);
+      expect(byOriginal[0]).not.toContain(subId("A"));
+    });
+
+    it("a cursor issued by another dataset of the same form: 400 INVALID_CURSOR", async () => {
+      const submission = (await org.page(SUBMISSIONS)).rows[0];
+      const check = (await org.page(CHECKS)).rows[0];
+      expect((await problem(await org.get(csvPath(CHECKS, { cursor: submission._cursor })), 400)).errorCode).toBe("INVALID_CURSOR");
+      expect((await problem(await org.get(csvPath(READINGS, { cursor: check._cursor })), 400)).errorCode).toBe("INVALID_CURSOR");
+      expect((await problem(await org.get(csvPath(SUBMISSIONS, { cursor: check._cursor })), 400)).errorCode).toBe("INVALID_CURSOR");
+    });
+
+    it("cursor together with afterRowIndex on a grid dataset: 400 INVALID_CURSOR", async () => {
+      const check = (await org.page(CHECKS)).rows[0];
+      expect((await problem(await org.get(csvPath(CHECKS, { cursor: check._cursor, afterRowIndex: 1 })), 400)).errorCode).toBe("INVALID_CURSOR");
+    });
+
     it("afterRowIndex 0: 400 INVALID_PARAMETER naming afterRowIndex", async () => {
       const row = (await org.page(CHECKS)).rows[0];
       const body = await problem(await org.get(csvPath(CHECKS, { modifiedSince: row.last_modified, after: row.id, afterRowIndex: 0 })), 400);
