@@ -205,6 +205,48 @@ describe("conformance: form datasets", () => {
       expect(own("supplier_audit__findings__actions")).toEqual(["id", "last_modified", "row_index", "findings_row_index", "what", "done", "owner", "owner_id"]);
     });
 
+    it("values in CSV form: numbers, instants, empty strings against nulls, quoting, a reference field of hundreds of thousands of characters", async () => {
+      const id = idFactory();
+      const huge = "x".repeat(300_000);
+      const org = await formOrganization(e2e, {
+        sites: [site(id("site"))],
+        suppliers: [{ id: id("supplier"), name: "Big Supplier" }],
+        forms: [{
+          id: id("form"), name: "Value Probe", recordPrefix: "VP",
+          fields: [
+            field.text(id("f:t"), "t"), field.text(id("f:blank"), "blank"), field.text(id("f:none"), "none"),
+            field.number(id("f:n1"), "n1"), field.number(id("f:n2"), "n2"), field.number(id("f:n3"), "n3"),
+            { id: id("f:dt"), key: "dt", label: "dt", type: "dateTime" },
+            { id: id("f:sup"), key: "sup", label: "Supplier", type: "resourceSelect", resourceKind: "suppliers" },
+          ],
+        }],
+        submissions: [{
+          id: id("sub"), formId: id("form"), siteId: id("site"), status: "Completed",
+          values: {
+            t: 'say "hi", then\nleave', blank: "", n1: 2.5, n2: 100, n3: -0.125, dt: "2024-05-03T14:00:00.120+02:00",
+            sup: { id: id("supplier"), record: { id: id("supplier"), name: "Big Supplier", notes: huge } },
+          },
+        }],
+      });
+      const page = await waitFor("the value probe row", async () => {
+        const p = await org.page("value_probe");
+        return p.rows.length === 1 ? p : undefined;
+      });
+      const row = page.rows[0];
+      expect(row.t).toBe('say "hi", then\nleave');
+      expect(page.raw).toContain('"say ""hi"", then\nleave"');
+      expect([row.n1, row.n2, row.n3]).toEqual(["2.5", "100", "-0.125"]);
+      expect(row.dt).toBe("2024-05-03 12:00:00.12+00");
+      // An empty string is a quoted empty field; no answer is an empty, unquoted field.
+      const header = page.header;
+      const blankAt = header.indexOf("blank");
+      expect(header[blankAt + 1]).toBe("none");
+      expect(page.raw).toMatch(/,"",,/);
+      expect([row.blank, row.none]).toEqual(["", ""]);
+      expect(row.sup_id).toBe(id("supplier"));
+      expect(JSON.parse(row.sup).notes).toHaveLength(300_000);
+    });
+
     it("every dataset and column key is at most 63 characters of [a-z0-9_]", () => {
       for (const d of demo) {
         expect(d.key).toMatch(/^[a-z0-9_]{1,63}$/);
