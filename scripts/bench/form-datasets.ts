@@ -76,6 +76,7 @@ async function main(): Promise<void> {
   if (lagRate * lagSeconds > submissions) throw new Error("BENCH_LAG_RATE * BENCH_LAG_SECONDS must not exceed BENCH_FORM_SUBMISSIONS (one submission per update)");
   const db = await provisionDatabase();
   const pool = createPool({ connectionString: db.url, max: 6 });
+  pool.on("error", () => undefined);
   try {
     await migrate(pool);
     const orgId = randomUUID();
@@ -237,6 +238,10 @@ async function measureLag(pool: Pool, url: string, orgId: string, operatorFieldI
   const loopPool = createPool({ connectionString: url, max: 4 });
   const writers = new Pool({ connectionString: url, max: 8 });
   const poller = new Client({ connectionString: url });
+  // Idle clients are terminated when the bench database is dropped at the end: not an error here.
+  loopPool.on("error", () => undefined);
+  writers.on("error", () => undefined);
+  poller.on("error", () => undefined);
   await poller.connect();
   const loop = startMaintenanceLoop(loopPool, { pollIntervalMs: 1000, onError: (e) => log(`loop error: ${String(e)}`) });
   await new Promise((r) => setTimeout(r, 300));
