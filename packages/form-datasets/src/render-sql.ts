@@ -152,7 +152,8 @@ function fieldExpression(field: FormField, part: FieldPart, source: string): str
   const vt = `(${source} ->> ${escapeLiteral(field.id)})`;
   switch (part.kind) {
     case "option":
-      return `CASE WHEN jsonb_typeof(${v}) = 'array' THEN ${boolText(`${v} @> jsonb_build_array(${escapeLiteral(part.optionKey)}::text)`)} END`;
+      // A constant one-element array (built once at plan time, not per row) to test membership.
+      return `CASE WHEN jsonb_typeof(${v}) = 'array' THEN ${boolText(`${v} @> ${escapeLiteral(JSON.stringify([part.optionKey]))}::jsonb`)} END`;
     case "question":
       return choiceLabel(field.options, `${v} ->> ${escapeLiteral(part.questionKey)}`);
     case "signatureName":
@@ -169,8 +170,11 @@ function fieldExpression(field: FormField, part: FieldPart, source: string): str
   }
   switch (field.type) {
     case "number":
-      // A JSON number casts safely; a string goes through the tolerant path.
-      return `export_number_text(CASE WHEN jsonb_typeof(${v}) = 'number' THEN (${v})::numeric ELSE ${numberOf(vt)} END)`;
+      // A JSON number casts safely, and one whose text has no decimal point is already its plain
+      // decimal text (jsonb keeps numbers as numeric, whose output never uses an exponent): no
+      // numeric round trip for integers. A string goes through the tolerant path.
+      return `CASE WHEN jsonb_typeof(${v}) = 'number' THEN CASE WHEN strpos(${vt}, '.') = 0 THEN ${vt} ELSE export_number_text((${v})::numeric) END
+        ELSE export_number_text(${numberOf(vt)}) END`;
     case "yesNo":
       return `CASE WHEN jsonb_typeof(${v}) = 'boolean' THEN ${boolText(`${v} = 'true'::jsonb`)} END`;
     case "date":

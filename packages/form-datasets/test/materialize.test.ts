@@ -193,6 +193,12 @@ describe("rebuild: tolerant conversions", () => {
     ["number", "1e3", "1000"],
     ["number", 1e21, "1000000000000000000000"],
     ["number", "12,5", null],
+    // JSON numbers: integers are taken as stored, fractions lose trailing zeros, exponents expand.
+    ["number", 42, "42"],
+    ["number", -0, "0"],
+    ["number", 7.5, "7.5"],
+    ["number", 1.5e-7, "0.00000015"],
+    ["number", 12345678901234567890, "12345678901234567000"],
     ["number", true, null],
     ["date", "2024-12-31", "2024-12-31"],
     ["date", "2023-02-29", null],
