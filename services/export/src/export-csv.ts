@@ -19,6 +19,7 @@ import type { grpc } from "@exportsvc/rpc";
 import { copyToSink, StreamFailedAfterFirstChunk, type ChunkSink } from "./copy-stream";
 import { resolveCursor } from "./cursor-check";
 import { checkParameters } from "./parameters";
+import { visibilityHorizon } from "./visibility";
 
 export interface ExportDependencies {
   pool: Pool;
@@ -41,6 +42,7 @@ export function exportCsvHandler(deps: ExportDependencies) {
     const after: CursorPosition | undefined = params.cursor !== undefined
       ? await withDatabase(() => resolveCursor(deps.pool, deps.codec, request.organizationId, dataset, params.cursor!))
       : params.original;
+    const visibleBeforeMicros = await withDatabase(() => visibilityHorizon(deps.pool, request.organizationId, dataset));
 
     let select: string;
     try {
@@ -52,6 +54,7 @@ export function exportCsvHandler(deps: ExportDependencies) {
           after,
           completedFromMicros: params.completedFromMicros,
           completedToMicros: params.completedToMicros,
+          visibleBeforeMicros,
         },
         deps.codec,
       );

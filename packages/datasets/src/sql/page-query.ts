@@ -27,6 +27,12 @@ export interface PageRequest {
   completedFromMicros?: bigint;
   /** submission completed_at < to (µs since the Unix epoch). */
   completedToMicros?: bigint;
+  /**
+   * Visibility horizon (µs since the Unix epoch): only rows with last_modified strictly before it
+   * are served, so that no write still in flight can later commit a row behind a cursor already
+   * handed out (see services/export/src/visibility.ts).
+   */
+  visibleBeforeMicros?: bigint;
 }
 
 export class UnsupportedDatasetError extends Error {
@@ -118,6 +124,7 @@ export function buildPageQuery(dataset: PageDataset, request: PageRequest, codec
   // Materialized form tables carry their submission's completed_at on every row (grids included).
   if (request.completedFromMicros !== undefined) where.push(`t.completed_at >= ${timestamptzLiteral(request.completedFromMicros)}`);
   if (request.completedToMicros !== undefined) where.push(`t.completed_at < ${timestamptzLiteral(request.completedToMicros)}`);
+  if (request.visibleBeforeMicros !== undefined) where.push(`t.last_modified < ${timestamptzLiteral(request.visibleBeforeMicros)}`);
 
   const binding: CursorBinding = { datasetKey: dataset.key, shapeFingerprint: dataset.shapeFingerprint };
   const cursor = codec.sqlExpression(binding, {
