@@ -91,7 +91,7 @@ describe("values", () => {
       "AUTH_SUCCESS_TTL_SECONDS",
       "AUTH_REJECTION_TTL_SECONDS",
       "REGISTRY_POLL_MS",
-      "DB_POOL_MAX",
+      "DATABASE_POOL_MAX",
       "METRICS_PORT",
       "OTEL_TRACES_EXPORTER",
       "OTEL_EXPORTER_OTLP_ENDPOINT",
@@ -185,7 +185,6 @@ describe("the chart's defaults and k8s/base agree", () => {
     ["schema.registryPollMs", "schema", "REGISTRY_POLL_MS"],
     ...COMPONENTS.map((c) => [`${c}.shutdownGraceMs`, c, "SHUTDOWN_GRACE_MS"] as [string, string, string]),
     ...COMPONENTS.flatMap((c) => [
-      [`${c}.dbPoolMax`, c, "DB_POOL_MAX"] as [string, string, string],
       [`${c}.dbPoolMax`, c, "DATABASE_POOL_MAX"] as [string, string, string],
     ]),
     ["schema.formDatasets.maintenance", "schema", "FORM_DATASETS_MAINTENANCE"],

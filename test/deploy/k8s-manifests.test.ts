@@ -169,7 +169,7 @@ describe("production overlay", () => {
   it("enables tracing and raises capacity", () => {
     const config = find(objects, "ConfigMap", "dataset-export-export")!.data as Record<string, string>;
     expect(config.OTEL_EXPORTER_OTLP_ENDPOINT).toMatch(/^http:\/\//);
-    expect(config.DB_POOL_MAX).toBe("20");
+    expect(config.DATABASE_POOL_MAX).toBe("20");
     expect((find(objects, "HorizontalPodAutoscaler", "dataset-export-gateway")!.spec as any).minReplicas).toBe(3);
   });
 });

@@ -26,7 +26,7 @@ const SERVICES: Record<string, { schema: z.ZodObject<z.ZodRawShape>; load: (env:
 };
 
 /** Alternative names of one setting; a service must read at least one name of a pair it is given. */
-const ALIASES = [["DB_POOL_MAX", "DATABASE_POOL_MAX"]];
+const ALIASES: string[][] = [];
 
 const objects = kubectlAvailable() ? kubectlKustomize(repoPath("k8s", "base")) : renderKustomization(repoPath("k8s", "base"));
 

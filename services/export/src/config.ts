@@ -18,7 +18,7 @@ export const exportConfigSchema = z.object({
     }
   }),
   /** Connections per replica: one per export in flight, plus registry look-ups. */
-  DB_POOL_MAX: env.int(10, 1, 200),
+  DATABASE_POOL_MAX: env.int(10, 1, 200),
   LOG_LEVEL: env.logLevel(),
   SHUTDOWN_GRACE_MS: env.int(10_000, 0),
   /** Deadline of the SyncDatasets call made for read-your-writes. */

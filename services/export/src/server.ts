@@ -33,7 +33,7 @@ export interface StartOptions {
 /** Starts the ExportService gRPC server (plus gRPC health and, with METRICS_PORT, /metrics). */
 export async function start(config: ExportConfig, options: StartOptions = {}): Promise<RunningExportService> {
   const log = options.log ?? createLogger("export", config.LOG_LEVEL);
-  const pool = createPool({ connectionString: config.DATABASE_URL, max: config.DB_POOL_MAX, applicationName: "exportsvc-export" });
+  const pool = createPool({ connectionString: config.DATABASE_URL, max: config.DATABASE_POOL_MAX, applicationName: "exportsvc-export" });
   const schema = config.SCHEMA_ADDRESS ? createClient(SchemaService, config.SCHEMA_ADDRESS) : undefined;
   const syncRegistry =
     options.syncRegistry ??

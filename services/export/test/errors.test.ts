@@ -207,7 +207,7 @@ describe("cancellation", () => {
        SELECT $1, gen_random_uuid(), 'S' || g, repeat(md5(g::text), 256) FROM generate_series(1, 5000) g`,
       [bigOrg],
     );
-    const single = await startExport({ DB_POOL_MAX: "1", EXPORT_CHUNK_BYTES: "16384" });
+    const single = await startExport({ DATABASE_POOL_MAX: "1", EXPORT_CHUNK_BYTES: "16384" });
     try {
       const stream = single.client.exportCsv({ organizationId: bigOrg, datasetKey: "resources_suppliers" });
       await new Promise<void>((resolve) => stream.once("data", () => resolve()));

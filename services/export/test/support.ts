@@ -37,7 +37,7 @@ export async function startExport(
     SCHEMA_ADDRESS: "",
     CURSOR_KEYS: TEST_CURSOR_KEYS,
     LOG_LEVEL: "silent",
-    DB_POOL_MAX: "4",
+    DATABASE_POOL_MAX: "4",
     SHUTDOWN_GRACE_MS: "2000",
     ...env,
   });
