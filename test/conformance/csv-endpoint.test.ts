@@ -187,4 +187,15 @@ describe("conformance: CSV endpoint parameters and cursor errors", () => {
     const route = await problem(await e2e.get("/v1/v1/datasets"), 404);
     expect(route).toMatchObject({ errorCode: "NOT_FOUND", title: "Not Found" });
   });
+
+  it("a field of hundreds of thousands of characters (quotes, commas, newlines) arrives whole in one CSV field", async () => {
+    const { organizationId, secret } = await e2e.newOrganization();
+    const big = `start "quoted", line\n${"x,\"y\"\r\n".repeat(45_000)}end`;
+    expect(big.length).toBeGreaterThan(300_000);
+    await e2e.pool.query("INSERT INTO suppliers (organization_id, id, name, description) VALUES ($1, gen_random_uuid(), 'Big', $2)", [organizationId, big]);
+    const res = await fetch(`${e2e.baseUrl}${path()}`, { headers: { Authorization: `Bearer ${secret}` } });
+    const page = await csv(res);
+    expect(page.rows).toHaveLength(1);
+    expect(page.rows[0].description).toBe(big);
+  });
 });
