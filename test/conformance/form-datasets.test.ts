@@ -658,6 +658,17 @@ describe("conformance: form datasets", () => {
       expect((await org.page("hygiene_round__items")).rows).toEqual(gridRows);
     });
 
+    it("a form hard-deleted from the source keeps its datasets and their rows as well", async () => {
+      const { org, id } = await hygieneOrganization();
+      const listed = (await org.listing()).filter((d) => d.key.startsWith("hygiene_round"));
+      const rows = (await org.page("hygiene_round")).rows;
+      await org.apply({ delete: { forms: [id("form")] } });
+      await org.apply({ forms: [{ id: id("form:sentinel"), name: "Sentinel", recordPrefix: "SN", fields: [field.text(id("f:s"), "s")] }] });
+      await org.waitForDataset("sentinel");
+      expect((await org.listing()).filter((d) => d.key.startsWith("hygiene_round"))).toEqual(listed);
+      expect((await org.page("hygiene_round")).rows).toEqual(rows);
+    });
+
     it("a site with a blank time zone: the form's datasets answer 503 DATASET_NOT_EXPORTABLE (no Retry-After), other datasets keep serving", async () => {
       const { org, form, id } = await hygieneOrganization();
       await org.apply({
