@@ -303,6 +303,13 @@ describe("conformance: form datasets", () => {
       expect(columnByLabel(goods, "Batch number").key).toBe("batch_no");
     });
 
+    it("characters outside a-z, 0-9, space, dash and underscore are removed, letters with accents included", async () => {
+      await org.apply({ forms: [{ id: id("form:umlaut"), name: "Prüfung Öl-Tank", recordPrefix: "PT", fields: [field.text(id("f:umlaut"), "Größe (mm)", "Size")] }] });
+      const d = await org.waitForDataset("prfung_l_tank");
+      expect(d.displayName).toBe("Prüfung Öl-Tank");
+      expect(columnByLabel(d, "Size").key).toBe("gre_mm");
+    });
+
     it("a name taken directly from one form name or field key is truncated to 63 characters, no hash", async () => {
       const longForm = await org.waitForDataset(normalize(longFormName).slice(0, 63));
       expect(longForm.key).toHaveLength(63);

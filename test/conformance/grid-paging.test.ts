@@ -10,6 +10,7 @@ import {
   csvPath, field, formOrganization, idFactory, site, waitFor,
   type FormOrganization, type Params, type Row,
 } from "../support/forms";
+import { parseCsvPage } from "../support/csv";
 import { problem } from "./helpers";
 
 const SUBMISSIONS = "line_inspection";
@@ -226,6 +227,17 @@ describe("conformance: grid datasets and paging of form datasets", () => {
       expect((await org.page(CHECKS, window)).rows.map((r) => [r.id, r.row_index])).toEqual(
         expectedChecks().filter(([sid]) => sid === subId("B") || sid === subId("C")).map(([sid, index]) => [sid, index]),
       );
+    });
+
+    it("instants are compared exactly: a fraction of a second after 'to' is outside, after 'from' is inside", async () => {
+      // Demo organization: TC-1 was completed at 2024-05-20 14:02:30.123456 UTC.
+      const recordIds = async (params: Params) => {
+        const res = await e2e.get(csvPath("temperature_check", params));
+        return parseCsvPage(Buffer.from(await res.arrayBuffer())).rows.map((r) => r.record_id);
+      };
+      expect(await recordIds({ from: "2024-05-20T14:02:30Z", to: "2024-05-20T14:02:31Z" })).toEqual(["TC-1"]);
+      expect(await recordIds({ from: "2024-05-20T14:02:31Z", to: "2024-05-21T00:00:00Z" })).toEqual([]);
+      expect(await recordIds({ from: "2024-05-20T00:00:00Z", to: "2024-05-20T14:02:30Z" })).toEqual([]);
     });
 
     it("combined with paging: a cursor page stays inside the window", async () => {
