@@ -6,7 +6,8 @@
  *       straight from PostgreSQL, bytes discarded (the speed limit), plus the same without the
  *       cursor MAC (what signing costs per row);
  *   (b) a full export through the export service's gRPC stream (in-process server);
- *   (c) with BENCH_BASE_URL and BENCH_API_KEY: a full export through the public HTTP endpoint.
+ *   (c) a full export through the public HTTP API: the four services started here as processes on the
+ *       bench database (or a running stack given by BENCH_BASE_URL and BENCH_API_KEY), plain and gzip.
  *
  * Environment (all optional):
  *   BENCH_DATABASE_URL  database to use as is (migrated here); default: a fresh database
@@ -17,7 +18,7 @@
  *   BENCH_RUNS          runs per measurement, best one reported (default 2)
  *   BENCH_ORGANIZATION_ID organization of the generated data (default fixed uuid)
  *   BENCH_BASE_URL, BENCH_API_KEY, BENCH_DATASET  the HTTP measurement (key of that organization)
- *   BENCH_STACK=1       start the four services on the bench database and measure HTTP through them
+ *   BENCH_STACK=0       skip the HTTP measurement (no stack is started)
  */
 import { randomBytes } from "node:crypto";
 import { Client } from "pg";
@@ -103,40 +104,49 @@ async function main() {
     const rawRun = () => measureRawCopy("raw COPY (same query)", pool, dataset, organizationId, signed, limit, payloadPosition);
     const unsignedRun = () => measureRawCopy("raw COPY without cursor MAC", pool, dataset, organizationId, unsigned, limit, payloadPosition);
     const grpcRun = () => measureGrpc(`127.0.0.1:${service.port}`, organizationId, BENCH_DATASET, limit);
-    // Untimed: the first pass after generation pays for cold caches and hint-bit writes.
-    await rawRun();
-    const results: Measurement[][] = [[], [], []];
-    for (let i = 0; i < runs; i++) {
-      for (const [j, run] of [rawRun, unsignedRun, grpcRun].entries()) results[j].push(await run());
-    }
-    const fastest = (ms: Measurement[]) => ms.reduce((a, b) => (b.seconds < a.seconds ? b : a));
-    const [raw, rawUnsigned, grpc] = results.map(fastest);
-    log(report(raw));
-    log(report(rawUnsigned, raw));
-    log(report(grpc, raw));
-    if (grpc.rows !== raw.rows) throw new Error(`row counts differ: raw ${raw.rows}, gRPC ${grpc.rows}`);
 
-    const macMicrosPerRow = ((raw.seconds - rawUnsigned.seconds) / raw.rows) * 1e6;
-    log(`cursor MAC cost: ${macMicrosPerRow.toFixed(2)} µs/row (${(((raw.seconds - rawUnsigned.seconds) / raw.seconds) * 100).toFixed(1)}% of raw time)`);
-
+    // The HTTP API: a running stack (BENCH_BASE_URL + BENCH_API_KEY), else the four services started
+    // here as processes on the bench database (BENCH_STACK=0 skips it).
+    let http: { baseUrl: string; apiKey: string; stop(): Promise<void> } | undefined;
     if (process.env.BENCH_BASE_URL && process.env.BENCH_API_KEY) {
-      const http = await best(runs, () =>
-        measureHttp(process.env.BENCH_BASE_URL!, process.env.BENCH_API_KEY!, process.env.BENCH_DATASET || BENCH_DATASET, limit),
-      );
-      log(report(http, raw));
-    } else if (process.env.BENCH_STACK === "1") {
-      const { stack, apiKey } = await startBenchStack(pool, db.url, organizationId);
-      try {
-        const http = await best(runs, () => measureHttp(stack.baseUrl, apiKey, BENCH_DATASET, limit));
-        log(report(http, raw));
-      } finally {
-        await stack.stop();
-      }
-    } else {
-      log("gateway (HTTP): skipped (BENCH_STACK=1, or BENCH_BASE_URL and BENCH_API_KEY of the bench organization)");
+      http = { baseUrl: process.env.BENCH_BASE_URL, apiKey: process.env.BENCH_API_KEY, stop: async () => undefined };
+    } else if (process.env.BENCH_STACK !== "0") {
+      const started = await startBenchStack(pool, db.url, organizationId);
+      http = { baseUrl: started.stack.baseUrl, apiKey: started.apiKey, stop: () => started.stack.stop() };
     }
-    const ratio = grpc.rows / grpc.seconds / (raw.rows / raw.seconds);
-    log(`\nexport service / raw COPY: ${ratio.toFixed(2)}x (target >= 0.80x)`);
+    try {
+      const runners = [rawRun, unsignedRun, grpcRun];
+      if (http) {
+        const target = http;
+        runners.push(() => measureHttp(target.baseUrl, target.apiKey, process.env.BENCH_DATASET || BENCH_DATASET, limit));
+        runners.push(() => measureHttp(target.baseUrl, target.apiKey, process.env.BENCH_DATASET || BENCH_DATASET, limit, true));
+      }
+      // Untimed: the first pass after generation pays for cold caches and hint-bit writes.
+      await rawRun();
+      const results: Measurement[][] = runners.map(() => []);
+      for (let i = 0; i < runs; i++) {
+        for (const [j, run] of runners.entries()) results[j].push(await run());
+      }
+      const fastest = (ms: Measurement[]) => ms.reduce((a, b) => (b.seconds < a.seconds ? b : a));
+      const [raw, rawUnsigned, grpc, httpPlain, httpGzip] = results.map(fastest);
+      log(report(raw));
+      log(report(rawUnsigned, raw));
+      log(report(grpc, raw));
+      if (httpPlain) log(report(httpPlain, raw));
+      if (httpGzip) log(report(httpGzip, raw));
+      for (const m of [grpc, httpPlain, httpGzip]) {
+        if (m && m.rows !== raw.rows) throw new Error(`row counts differ: raw ${raw.rows}, ${m.name} ${m.rows}`);
+      }
+
+      const macMicrosPerRow = ((raw.seconds - rawUnsigned.seconds) / raw.rows) * 1e6;
+      log(`cursor MAC cost: ${macMicrosPerRow.toFixed(2)} µs/row (${(((raw.seconds - rawUnsigned.seconds) / raw.seconds) * 100).toFixed(1)}% of raw time)`);
+      const ratio = (m: Measurement) => (m.rows / m.seconds / (raw.rows / raw.seconds)).toFixed(2);
+      log(`\nexport service (gRPC) / raw COPY: ${ratio(grpc)}x`);
+      if (httpPlain) log(`full export through the HTTP API / raw COPY: ${ratio(httpPlain)}x (target >= 0.80x)`);
+      else log("HTTP API: skipped (BENCH_STACK=0)");
+    } finally {
+      await http?.stop();
+    }
   } finally {
     await service.stop();
     await pool.end();

@@ -111,7 +111,7 @@ export async function measureGrpc(address: string, organizationId: string, datas
 }
 
 /** (c) Optional: the public HTTP endpoint (gateway in front), when a base URL and key are given. */
-export async function measureHttp(baseUrl: string, apiKey: string, datasetKey: string, limit: number): Promise<Measurement> {
+export async function measureHttp(baseUrl: string, apiKey: string, datasetKey: string, limit: number, gzip = false): Promise<Measurement> {
   const started = process.hrtime.bigint();
   let rows = 0;
   let bytes = 0;
@@ -121,7 +121,8 @@ export async function measureHttp(baseUrl: string, apiKey: string, datasetKey: s
     const url = new URL(`/v1/datasets/${encodeURIComponent(datasetKey)}/csv`, baseUrl);
     url.searchParams.set("limit", String(limit));
     if (cursor) url.searchParams.set("cursor", cursor);
-    const res = await fetch(url, { headers: { authorization: `Bearer ${apiKey}` } });
+    // fetch asks for gzip by default; the plain measurement must not pay for compression.
+    const res = await fetch(url, { headers: { authorization: `Bearer ${apiKey}`, "accept-encoding": gzip ? "gzip" : "identity" } });
     if (!res.ok || !res.body) throw new Error(`HTTP ${res.status}: ${await res.text()}`);
     const tail = new Tail();
     let lines = 0;
@@ -136,7 +137,7 @@ export async function measureHttp(baseUrl: string, apiKey: string, datasetKey: s
     if (pageRows < limit) break;
     cursor = tail.lastField();
   }
-  return { name: "gateway (HTTP)", rows, bytes, pages, seconds: Number(process.hrtime.bigint() - started) / 1e9 };
+  return { name: gzip ? "HTTP API, gzip (decoded bytes)" : "HTTP API (gateway)", rows, bytes, pages, seconds: Number(process.hrtime.bigint() - started) / 1e9 };
 }
 
 /** A codec whose `_cursor` is the payload only (no MAC), to measure what the MAC costs per row. */

@@ -23,6 +23,9 @@ type StreamMethods<S extends DescService> = {
 
 export type Client<S extends DescService> = UnaryMethods<S> & StreamMethods<S> & { close(): void; raw: grpc.Client };
 
+/** Per-stream HTTP/2 receive window of clients (bytes). */
+export const FLOW_CONTROL_WINDOW_BYTES = 4 * 1024 * 1024;
+
 export interface CallOptions {
   deadlineMs?: number;
   metadata?: grpc.Metadata;
@@ -37,6 +40,9 @@ export function createClient<S extends DescService>(service: S, address: string)
   const raw = new Ctor(address, grpc.credentials.createInsecure(), {
     "grpc.keepalive_time_ms": 30_000,
     "grpc.max_receive_message_length": 64 * 1024 * 1024,
+    // HTTP/2's default 64 KiB window makes the export stream wait for a WINDOW_UPDATE after every
+    // chunk; a few MiB keep it flowing (memory stays bounded by the window).
+    "grpc-node.flow_control_window": FLOW_CONTROL_WINDOW_BYTES,
   }) as unknown as grpc.Client & Record<string, Function>;
   const client: Record<string, unknown> = { close: () => raw.close(), raw };
   for (const method of service.methods) {

@@ -18,8 +18,13 @@ import type { PageDataset } from "@exportsvc/datasets";
  * (superuser, the same role, or pg_read_all_stats); see docs/export.md.
  */
 
-/** application_name of the service's own sessions, which never write source rows. */
-const READ_ONLY_APPLICATIONS = ["exportsvc-export", "exportsvc-gateway", "catalog"];
+/**
+ * application_name of the service's own sessions, which never stamp source rows: exports, key
+ * checks and listings only read; the schema service writes registry rows and materialized form
+ * tables, whose visibility is governed by the pending change log below (a rebuild only swaps in
+ * rows that already existed, with their own last_modified).
+ */
+const SERVICE_APPLICATIONS = ["exportsvc-export", "exportsvc-gateway", "catalog", "schema", "schema-registry-listener"];
 
 const HORIZON_SQL = `
 SELECT (extract(epoch FROM least(
@@ -44,6 +49,6 @@ function formIdOf(dataset: PageDataset): string | null {
 
 /** Microseconds since the Unix epoch before which every row is settled for this dataset. */
 export async function visibilityHorizon(pool: Pool, organizationId: string, dataset: PageDataset): Promise<bigint> {
-  const { rows } = await pool.query<{ horizon: string }>(HORIZON_SQL, [READ_ONLY_APPLICATIONS, formIdOf(dataset), organizationId]);
+  const { rows } = await pool.query<{ horizon: string }>(HORIZON_SQL, [SERVICE_APPLICATIONS, formIdOf(dataset), organizationId]);
   return BigInt(rows[0].horizon);
 }
