@@ -50,6 +50,7 @@ describe("alerting rules (charts/dataset-export/rules/alerts.yaml)", () => {
       "DatasetExportDatasetNotExportable",
       "DatasetExportRebuildFailures",
       "DatasetExportMaintenanceLagHigh",
+      "DatasetExportVisibilityHorizonStuck",
       "DatasetExportRateLimitSurge",
     ]) {
       expect(names).toContain(name);

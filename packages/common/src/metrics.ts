@@ -88,6 +88,7 @@ export class ServiceMetrics {
   readonly rebuildDuration: Histogram<"outcome">;
   readonly rebuilds: Counter<"outcome">;
   readonly maintenanceLag: Gauge;
+  readonly visibilityHorizonLag: Gauge;
   readonly dbPoolConnections: Gauge<"pool" | "state">;
   readonly sharedStoreFallback: Gauge;
   readonly buildInfo: Gauge<"image_tag" | "commit" | "version">;
@@ -182,6 +183,11 @@ export class ServiceMetrics {
       help: "Age of the oldest source change not yet applied to the materialized form datasets (0 when caught up).",
       registers,
     });
+    this.visibilityHorizonLag = new Gauge({
+      name: "export_visibility_horizon_lag_seconds",
+      help: "How far behind the current time the last export page's visibility horizon was: rows newer than it wait for older open transactions or unapplied form changes.",
+      registers,
+    });
     const pools = this.pools;
     this.dbPoolConnections = new Gauge({
       name: "db_pool_connections",
@@ -217,6 +223,7 @@ export class ServiceMetrics {
     );
     this.sharedStoreFallback.set(0);
     this.maintenanceLag.set(0);
+    this.visibilityHorizonLag.set(0);
   }
 
   observeHttpRequest(o: HttpObservation): void {
@@ -239,6 +246,11 @@ export class ServiceMetrics {
   recordExport(family: ExportFamily, rows: number, bytes: number): void {
     if (rows > 0) this.exportRows.inc({ family }, rows);
     if (bytes > 0) this.exportBytes.inc({ family }, bytes);
+  }
+
+  /** Seconds between now and the visibility horizon of the page just planned. */
+  observeVisibilityHorizonLag(seconds: number): void {
+    this.visibilityHorizonLag.set(Math.max(0, seconds));
   }
 
   recordStreamAbort(reason: StreamAbortReason): void {

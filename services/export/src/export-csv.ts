@@ -43,6 +43,7 @@ export function exportCsvHandler(deps: ExportDependencies) {
       ? await withDatabase(() => resolveCursor(deps.pool, deps.codec, request.organizationId, dataset, params.cursor!))
       : params.original;
     const visibleBeforeMicros = await withDatabase(() => visibilityHorizon(deps.pool, request.organizationId, dataset));
+    deps.metrics?.observeVisibilityHorizonLag(Date.now() / 1000 - Number(visibleBeforeMicros) / 1e6);
 
     let select: string;
     try {
