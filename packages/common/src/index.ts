@@ -5,3 +5,4 @@ export * from "./apikeys";
 export * from "./metrics";
 export * from "./telemetry";
 export * from "./health";
+export * from "./service-main";

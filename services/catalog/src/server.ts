@@ -1,18 +1,8 @@
-import {
-  addHealthService,
-  buildInfoFromEnv,
-  createLogger,
-  createMetrics,
-  instrumentServiceImpl,
-  startMetricsServer,
-  type Logger,
-  type MetricsServer,
-} from "@exportsvc/common";
-import { createPool } from "@exportsvc/db";
+import { createLogger, type Logger } from "@exportsvc/common";
+import { createPool, isDatabaseUnavailable } from "@exportsvc/db";
 import { CatalogService, SchemaService, type ListDatasetsRequest } from "@exportsvc/proto";
-import { addService, createClient, grpc, listen, shutdown } from "@exportsvc/rpc";
+import { createClient, handlerErrorMapping, startGrpcService } from "@exportsvc/rpc";
 import type { CatalogConfig } from "./config";
-import { withErrorMapping } from "./db-errors";
 import { listDatasets } from "./list-datasets";
 
 export interface RunningCatalogService {
@@ -31,38 +21,21 @@ export async function start(config: CatalogConfig, options: { log?: Logger } = {
       await schema.syncDatasets({ organizationId }, { deadlineMs: config.SCHEMA_SYNC_TIMEOUT_MS });
     },
   };
-  const server = new grpc.Server();
-  const metrics = createMetrics({ build: buildInfoFromEnv() });
-  metrics.observePool(pool, "main");
-  const setHealth = addHealthService(server);
-  addService(server, CatalogService, instrumentServiceImpl(metrics, CatalogService.typeName, {
-    listDatasets: (request: ListDatasetsRequest) => withErrorMapping(log, "ListDatasets", () => listDatasets(deps, request.organizationId)),
-  }));
-  let port: number;
-  let metricsServer: MetricsServer | undefined;
-  try {
-    port = await listen(server, `${config.GRPC_HOST}:${config.GRPC_PORT}`);
-    if (config.METRICS_PORT !== undefined) metricsServer = await startMetricsServer(config.METRICS_PORT, metrics.registry, config.GRPC_HOST);
-  } catch (err) {
-    server.forceShutdown();
-    schema.close();
-    await pool.end();
-    throw err;
-  }
-  setHealth("SERVING", CatalogService.typeName);
-  log.info({ port, metricsPort: metricsServer?.port }, "catalog service listening");
-
-  let stopping: Promise<void> | undefined;
-  const stop = () =>
-    (stopping ??= (async () => {
-      // Probes see NOT_SERVING before calls start being refused.
-      setHealth("NOT_SERVING");
-      setHealth("NOT_SERVING", CatalogService.typeName);
-      await shutdown(server, config.SHUTDOWN_GRACE_MS);
-      await metricsServer?.close();
-      schema.close();
-      await pool.end();
-      log.info("catalog service stopped");
-    })());
+  const withErrorMapping = handlerErrorMapping(log, isDatabaseUnavailable);
+  const { port, stop } = await startGrpcService({
+    name: "catalog",
+    settings: config,
+    log,
+    pool,
+    implement: () => [
+      {
+        service: CatalogService,
+        impl: {
+          listDatasets: (request: ListDatasetsRequest) => withErrorMapping("ListDatasets", () => listDatasets(deps, request.organizationId)),
+        },
+      },
+    ],
+    release: () => schema.close(),
+  });
   return { port, stop };
 }

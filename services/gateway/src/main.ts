@@ -1,4 +1,4 @@
-import { initTelemetry, runMain } from "@exportsvc/common";
+import { runService } from "@exportsvc/common";
 import { loadGatewayConfig, type GatewayConfig } from "./config";
 import type { RunningGateway } from "./gateway";
 
@@ -14,17 +14,6 @@ export async function start(config: GatewayConfig): Promise<RunningGateway> {
 }
 
 if (require.main === module) {
-  runMain(async () => {
-    const config = loadGatewayConfig();
-    const telemetry = initTelemetry("gateway");
-    const gateway = await start(config);
-    const shutdown = () => {
-      void gateway
-        .stop()
-        .then(() => telemetry.shutdown())
-        .finally(() => process.exit(0));
-    };
-    process.once("SIGTERM", shutdown);
-    process.once("SIGINT", shutdown);
-  });
+  // The gateway logs through its own logger; the one runService passes only reports the stop.
+  runService({ name: "gateway", loadConfig: loadGatewayConfig, logLevel: (config) => config.logLevel, start: (config) => start(config) });
 }

@@ -1,19 +1,9 @@
-import {
-  addHealthService,
-  buildInfoFromEnv,
-  createLogger,
-  createMetrics,
-  instrumentServiceImpl,
-  startMetricsServer,
-  type Logger,
-  type MetricsServer,
-} from "@exportsvc/common";
-import { createPool } from "@exportsvc/db";
+import { createLogger, type Logger } from "@exportsvc/common";
+import { createPool, isDatabaseUnavailable } from "@exportsvc/db";
 import { startMaintenanceLoop, type MaintenanceLoop } from "@exportsvc/form-datasets";
 import { SchemaService, type AssignNamesRequest, type SyncDatasetsRequest } from "@exportsvc/proto";
-import { addService, grpc, listen, shutdown } from "@exportsvc/rpc";
+import { handlerErrorMapping, startGrpcService } from "@exportsvc/rpc";
 import type { SchemaConfig } from "./config";
-import { withErrorMapping } from "./db-errors";
 import { assignNames } from "./handlers/assign-names";
 import { syncDatasets } from "./handlers/sync-datasets";
 import { RegistrySyncWorker } from "./queue/registry-sync-worker";
@@ -42,54 +32,47 @@ export async function start(config: SchemaConfig, options: SchemaServiceOptions 
   const log = options.log ?? createLogger("schema", config.LOG_LEVEL);
   const syncers = options.syncers ?? DEFAULT_SYNCERS;
   const pool = createPool({ connectionString: config.DATABASE_URL, max: config.DATABASE_POOL_MAX, applicationName: "schema" });
-  const server = new grpc.Server();
-  const metrics = createMetrics({ build: buildInfoFromEnv() });
-  metrics.observePool(pool, "main");
-  const setHealth = addHealthService(server);
-  addService(server, SchemaService, instrumentServiceImpl(metrics, SchemaService.typeName, {
-    assignNames: async (request: AssignNamesRequest) => assignNames(request),
-    syncDatasets: (request: SyncDatasetsRequest) => withErrorMapping(log, "SyncDatasets", () => syncDatasets(pool, syncers, request)),
-  }));
-  let port: number;
-  let metricsServer: MetricsServer | undefined;
-  try {
-    port = await listen(server, `${config.GRPC_HOST}:${config.GRPC_PORT}`);
-    if (config.METRICS_PORT !== undefined) metricsServer = await startMetricsServer(config.METRICS_PORT, metrics.registry, config.GRPC_HOST);
-  } catch (err) {
-    server.forceShutdown();
-    await pool.end();
-    throw err;
-  }
-  // A failure here only delays the re-sync to the next start; the service itself can run.
-  await requeueOnDefinitionsChange(pool).then(
-    (queued) => queued.length > 0 && log.info({ queued: queued.length }, "fixed dataset definitions changed; organizations queued for sync"),
-    (err: unknown) => log.warn({ err }, "could not check fixed dataset definitions"),
-  );
+  const withErrorMapping = handlerErrorMapping(log, isDatabaseUnavailable);
   const worker = new RegistrySyncWorker({ pool, databaseUrl: config.DATABASE_URL, syncers, pollMs: config.REGISTRY_POLL_MS, log });
-  worker.start();
-  const formMaintenance: MaintenanceLoop | undefined = config.FORM_DATASETS_MAINTENANCE
-    ? startMaintenanceLoop(pool, {
-        pollIntervalMs: config.FORM_DATASETS_POLL_MS,
-        organizationId: options.formMaintenanceOrganizationId,
-        onError: (err) => log.warn({ err }, "form dataset maintenance pass failed; retrying on the next wake"),
-        onApplied: (result) => log.debug({ result }, "form dataset changes applied"),
-      })
-    : undefined;
-  setHealth("SERVING", SchemaService.typeName);
-  log.info({ port, metricsPort: metricsServer?.port }, "schema service listening");
 
-  let stopping: Promise<void> | undefined;
-  const stop = () =>
-    (stopping ??= (async () => {
-      // Probes see NOT_SERVING before calls start being refused.
-      setHealth("NOT_SERVING");
-      setHealth("NOT_SERVING", SchemaService.typeName);
-      await shutdown(server, config.SHUTDOWN_GRACE_MS);
-      await metricsServer?.close();
-      await worker.stop();
-      await formMaintenance?.stop();
-      await pool.end();
-      log.info("schema service stopped");
-    })());
+  const startBackgroundWork = async () => {
+    // A failure here only delays the re-sync to the next start; the service itself can run.
+    await requeueOnDefinitionsChange(pool).then(
+      (queued) => queued.length > 0 && log.info({ queued: queued.length }, "fixed dataset definitions changed; organizations queued for sync"),
+      (err: unknown) => log.warn({ err }, "could not check fixed dataset definitions"),
+    );
+    worker.start();
+    const formMaintenance: MaintenanceLoop | undefined = config.FORM_DATASETS_MAINTENANCE
+      ? startMaintenanceLoop(pool, {
+          pollIntervalMs: config.FORM_DATASETS_POLL_MS,
+          organizationId: options.formMaintenanceOrganizationId,
+          onError: (err) => log.warn({ err }, "form dataset maintenance pass failed; retrying on the next wake"),
+          onApplied: (result) => log.debug({ result }, "form dataset changes applied"),
+        })
+      : undefined;
+    return {
+      stop: async () => {
+        await worker.stop();
+        await formMaintenance?.stop();
+      },
+    };
+  };
+
+  const { port, stop } = await startGrpcService({
+    name: "schema",
+    settings: config,
+    log,
+    pool,
+    implement: () => [
+      {
+        service: SchemaService,
+        impl: {
+          assignNames: async (request: AssignNamesRequest) => assignNames(request),
+          syncDatasets: (request: SyncDatasetsRequest) => withErrorMapping("SyncDatasets", () => syncDatasets(pool, syncers, request)),
+        },
+      },
+    ],
+    startBackgroundWork,
+  });
   return { port, worker, stop };
 }

@@ -1,0 +1,89 @@
+import { spawn } from "node:child_process";
+import { join } from "node:path";
+
+const ROOT = join(__dirname, "..", "..", "..");
+const FIXTURE = join(__dirname, "fixtures", "run-service-process.ts");
+// What `npx tsx` runs, without npm's own start-up on every call.
+const TSX = join(ROOT, "node_modules", ".bin", "tsx");
+// Each run starts a TypeScript process; on a busy 2-core machine that takes seconds.
+const CHILD_PROCESS_TIMEOUT = 120_000;
+
+interface Outcome {
+  code: number | null;
+  stdout: string;
+  stderr: string;
+}
+
+/** Runs the fixture; once it logs that it is ready, sends `signal` (if any). */
+function runFixture(mode: string, signal?: NodeJS.Signals): Promise<Outcome> {
+  const env: NodeJS.ProcessEnv = { ...process.env, RUN_SERVICE_FIXTURE: mode, OTEL_TRACES_EXPORTER: "console", OTEL_SERVICE_NAME: "" };
+  return new Promise((resolve, reject) => {
+    const child = spawn(TSX, [FIXTURE], { cwd: ROOT, env });
+    let stdout = "";
+    let stderr = "";
+    child.stdout.on("data", (chunk: Buffer) => {
+      stdout += chunk.toString("utf8");
+      if (signal && stdout.includes("fixture ready")) {
+        child.kill(signal);
+        signal = undefined;
+      }
+    });
+    child.stderr.on("data", (chunk: Buffer) => (stderr += chunk.toString("utf8")));
+    child.on("error", reject);
+    child.on("close", (code) => resolve({ code, stdout, stderr }));
+  });
+}
+
+const logMessages = (stdout: string): string[] =>
+  stdout
+    .split("\n")
+    .filter((line) => line.startsWith('{"level"'))
+    .map((line) => (JSON.parse(line) as { msg: string }).msg);
+
+describe("runService", () => {
+  it(
+    "reads configuration before tracing starts, starts the service after, and exits 0 after a graceful stop on SIGTERM",
+    async () => {
+      const { code, stdout } = await runFixture("normal", "SIGTERM");
+      expect(stdout).toContain("config: tracing loaded=false");
+      expect(stdout).toContain("start: tracing loaded=true");
+      expect(stdout).toContain("service stopped");
+      expect(logMessages(stdout)).toEqual(["fixture ready", "stopping"]);
+      expect(code).toBe(0);
+    },
+    CHILD_PROCESS_TIMEOUT,
+  );
+
+  it(
+    "stops on SIGINT too",
+    async () => {
+      const { code, stdout } = await runFixture("normal", "SIGINT");
+      expect(stdout).toContain("service stopped");
+      expect(code).toBe(0);
+    },
+    CHILD_PROCESS_TIMEOUT,
+  );
+
+  it(
+    "exits 1 and logs when the stop fails",
+    async () => {
+      const { code, stdout } = await runFixture("failing-stop", "SIGTERM");
+      expect(logMessages(stdout)).toEqual(["fixture ready", "stopping", "unclean stop"]);
+      expect(code).toBe(1);
+    },
+    CHILD_PROCESS_TIMEOUT,
+  );
+
+  it(
+    "fails fast on bad configuration, naming the variable, before anything starts",
+    async () => {
+      const { code, stdout, stderr } = await runFixture("bad-config");
+      expect(stderr).toContain("Invalid configuration:");
+      expect(stderr).toContain("DATABASE_URL");
+      expect(stderr).not.toContain("    at ");
+      expect(stdout).not.toContain("start:");
+      expect(code).toBe(1);
+    },
+    CHILD_PROCESS_TIMEOUT,
+  );
+});
