@@ -1,6 +1,8 @@
 import { z } from "zod";
 import { env, parseConfig } from "@exportsvc/common";
-import { CursorKeyring } from "@exportsvc/datasets";
+// The cursor module alone: the package index loads pg, which must be required only after tracing
+// has started (see packages/common/src/telemetry.ts).
+import { CursorKeyring } from "@exportsvc/datasets/src/cursor";
 
 export const exportConfigSchema = z.object({
   DATABASE_URL: env.url(),
