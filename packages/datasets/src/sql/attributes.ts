@@ -60,7 +60,8 @@ export function attributeExpression(attributeId: string, type: AttributeType | s
           SELECT e::uuid FROM ${elementsOf(value)} AS e WHERE e ~ ${UUID_PATTERN})`,
       );
     case "MultiSelect":
-      return `CASE WHEN jsonb_typeof(${value}) IN ('array', 'string') THEN (SELECT coalesce(jsonb_agg(e ORDER BY e COLLATE "C"), '[]'::jsonb)::text FROM ${elementsOf(value)} AS e) END`;
+      // Only an array of option keys (strings) fits; anything else is an empty cell.
+      return `CASE WHEN jsonb_typeof(${value}) = 'array' AND NOT jsonb_path_exists(${value}, 'strict $[*] ? (@.type() != "string")') THEN (SELECT coalesce(jsonb_agg(e ORDER BY e COLLATE "C"), '[]'::jsonb)::text FROM jsonb_array_elements_text(${value}) AS e) END`;
     default:
       // Select: the stored option key; every other type: the stored value as text.
       return text;
