@@ -2,6 +2,7 @@
  * Conformance, black-box over HTTP: the 503 rows of the error and retry tables (failures injected
  * with a TCP proxy in front of PostgreSQL) and the rate-limit rows of the limits table.
  */
+import { Client } from "pg";
 import { startE2E, type E2E } from "../support/fixture";
 import { testDatabaseUrl } from "../support/db";
 import { startTcpProxy, viaProxy, type TcpProxy } from "../support/tcp-proxy";
@@ -23,7 +24,7 @@ describe("conformance: database and key store failures", () => {
     servicesDb = await startTcpProxy(t.host, t.port);
     e2e = await startE2E({
       serviceEnv: {
-        gateway: { DATABASE_URL: viaProxy(testDatabaseUrl(), gatewayDb) },
+        gateway: { DATABASE_URL: viaProxy(testDatabaseUrl(), gatewayDb), KEY_STORE_TIMEOUT_MS: "1000" },
         catalog: { DATABASE_URL: viaProxy(testDatabaseUrl(), servicesDb) },
         export: { DATABASE_URL: viaProxy(testDatabaseUrl(), servicesDb) },
         schema: { DATABASE_URL: viaProxy(testDatabaseUrl(), servicesDb) },
@@ -49,6 +50,24 @@ describe("conformance: database and key store failures", () => {
       expect((await fetch(`${e2e.baseUrl}/health`)).status).toBe(200);
     } finally {
       gatewayDb.restore();
+    }
+    expect((await fetch(`${e2e.baseUrl}/v1/datasets`, { headers: { Authorization: `Bearer ${fresh.secret}` } })).status).toBe(200);
+  });
+
+  it("key store that does not answer (locked): 503 AUTH_UNAVAILABLE after the key-store timeout, not a hung request", async () => {
+    const fresh = await e2e.issueKey(e2e.organizationId);
+    const locker = new Client({ connectionString: testDatabaseUrl() });
+    await locker.connect();
+    try {
+      await locker.query("BEGIN");
+      await locker.query("LOCK TABLE api_keys IN ACCESS EXCLUSIVE MODE");
+      const res = await fetch(`${e2e.baseUrl}/v1/datasets`, { headers: { Authorization: `Bearer ${fresh.secret}` }, signal: AbortSignal.timeout(15_000) });
+      const body = await problem(res, 503);
+      expect(body.errorCode).toBe("AUTH_UNAVAILABLE");
+      expect(Number(res.headers.get("retry-after"))).toBeGreaterThan(0);
+    } finally {
+      await locker.query("ROLLBACK");
+      await locker.end();
     }
     expect((await fetch(`${e2e.baseUrl}/v1/datasets`, { headers: { Authorization: `Bearer ${fresh.secret}` } })).status).toBe(200);
   });

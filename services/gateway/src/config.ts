@@ -25,6 +25,7 @@ const httpConfigSchema = z.object({
   LOG_LEVEL: env.logLevel(),
   SHUTDOWN_GRACE_MS: env.int(25_000, 0, 600_000),
   READINESS_TIMEOUT_MS: env.int(2_000, 100, 60_000),
+  KEY_STORE_TIMEOUT_MS: env.int(3_000, 100, 60_000),
   CATALOG_DEADLINE_MS: env.int(10_000, 100, 600_000),
   GZIP_LEVEL: env.int(1, 1, 9),
   PROBLEM_TYPE_BASE_URL: env.optionalString(),
@@ -48,6 +49,8 @@ export interface GatewayConfig {
   logLevel: string;
   shutdownGraceMs: number;
   readinessTimeoutMs: number;
+  /** Statement timeout of the key store pool: a slower look-up is AUTH_UNAVAILABLE. */
+  keyStoreTimeoutMs: number;
   catalogDeadlineMs: number;
   gzipLevel: number;
   problemTypeBaseUrl?: string;
@@ -71,6 +74,7 @@ export function loadGatewayConfig(source: Record<string, string | undefined> = p
     logLevel: e.LOG_LEVEL,
     shutdownGraceMs: e.SHUTDOWN_GRACE_MS,
     readinessTimeoutMs: e.READINESS_TIMEOUT_MS,
+    keyStoreTimeoutMs: e.KEY_STORE_TIMEOUT_MS,
     catalogDeadlineMs: e.CATALOG_DEADLINE_MS,
     gzipLevel: e.GZIP_LEVEL,
     problemTypeBaseUrl: e.PROBLEM_TYPE_BASE_URL,

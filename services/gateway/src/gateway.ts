@@ -24,7 +24,14 @@ const KEEP_ALIVE_TIMEOUT_MS = 65_000;
 export async function startGateway(config: GatewayConfig): Promise<RunningGateway> {
   const logger = createLogger("gateway", config.logLevel);
   const metrics = createMetrics({ build: config.build });
-  const pool = createPool({ connectionString: config.databaseUrl, max: config.databasePoolMax, applicationName: "exportsvc-gateway" });
+  // A key store that stops answering must become 503 AUTH_UNAVAILABLE, not a request that hangs
+  // holding a concurrency slot: every statement of this pool (key look-ups, readiness) is bounded.
+  const pool = createPool({
+    connectionString: config.databaseUrl,
+    max: config.databasePoolMax,
+    applicationName: "exportsvc-gateway",
+    statementTimeoutMs: config.keyStoreTimeoutMs,
+  });
   metrics.observePool(pool);
   const store = createSharedStore({
     ...sharedStoreOptionsFromConfig(config.store),
