@@ -182,6 +182,46 @@ describe("applyDocument", () => {
     await expectRejected({ organization: org, sites: [{ id: a, parentId: c, name: "A" }, { id: b, parentId: a, name: "B" }] }, "INVALID_DOCUMENT", /cycle/);
   });
 
+  test("a deviation's standalone comment changes without moving its last_modified; status changes restamp it", async () => {
+    const org = await createTestOrganization(pool);
+    const [form, submission, deviation] = [randomUUID(), randomUUID(), randomUUID()];
+    const doc: ApplyDocumentInput = {
+      organization: org,
+      forms: [{ id: form, name: "Check", recordPrefix: "CHK", fields: [] }],
+      submissions: [{ id: submission, formId: form }],
+      deviations: [{ id: deviation, submissionId: submission, severity: "Low", comment: "first note" }],
+    };
+    const stored = async () =>
+      (await pool.query<{ comment: string | null; status: string; lm: string }>("SELECT comment, status, last_modified::text AS lm FROM deviations WHERE organization_id = $1", [org])).rows[0];
+    await applyDocument(pool, doc);
+    const original = await stored();
+
+    doc.deviations![0].comment = "changed note";
+    expect((await applyDocument(pool, doc)).sections.deviations.updated).toBe(1);
+    expect(await stored()).toEqual({ ...original, comment: "changed note" });
+
+    delete doc.deviations![0].comment;
+    expect((await applyDocument(pool, doc)).sections.deviations.updated).toBe(1);
+    expect(await stored()).toEqual({ ...original, comment: null });
+
+    Object.assign(doc.deviations![0], { status: "Resolved", resolutionType: "Comment", comment: "with the resolution" });
+    expect((await applyDocument(pool, doc)).sections.deviations.updated).toBe(1);
+    const resolved = await stored();
+    expect(resolved).toMatchObject({ status: "Resolved", comment: "with the resolution" });
+    expect(resolved.lm > original.lm).toBe(true);
+
+    // An explicit lastModified still wins over the kept stamp.
+    Object.assign(doc.deviations![0], { comment: "stamped explicitly", lastModified: "2024-01-02T03:04:05.123456Z" });
+    await applyDocument(pool, doc);
+    expect(await stored()).toEqual({ status: "Resolved", comment: "stamped explicitly", lm: "2024-01-02 03:04:05.123456+00" });
+
+    // The resolution comment is part of the resolution: changing only it restamps.
+    delete doc.deviations![0].lastModified;
+    doc.deviations![0].resolutionComment = "fixed the probe";
+    expect((await applyDocument(pool, doc)).sections.deviations.updated).toBe(1);
+    expect((await stored()).lm > resolved.lm).toBe(true);
+  });
+
   test("record ids and deviation codes are assigned per form and per organization, and kept", async () => {
     const org = await createTestOrganization(pool);
     const form = randomUUID();

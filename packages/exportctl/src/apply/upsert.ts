@@ -14,8 +14,10 @@ export interface ColumnDef {
    * plain: part of the record's state. stamp: `last_modified` — compared only when the document
    * gives it, else clock_timestamp() on every write. keep: compared only when given, set at insert
    * (clock_timestamp() by default) and kept on update unless given (e.g. deviations.created_at).
+   * note: part of the record's state like plain, but a write that changes only note columns keeps
+   * the stored `last_modified` (the spec's standalone deviation comment must not move it).
    */
-  mode?: "plain" | "stamp" | "keep";
+  mode?: "plain" | "stamp" | "keep" | "note";
 }
 
 /** An unordered set stored in a join table owned by the record (supplier_products, ...). */
@@ -81,11 +83,13 @@ function recordsetColumns(def: TableDef): string {
 async function upsertBatch(client: PoolClient, organizationId: string, def: TableDef, rows: Row[]): Promise<UpsertResult> {
   const t = q(def.table);
   const plain = def.columns.filter((c) => (c.mode ?? "plain") === "plain");
+  const notes = def.columns.filter((c) => c.mode === "note");
   const optional = def.columns.filter((c) => c.mode === "stamp" || c.mode === "keep");
+  const columnsDiffer = (cols: ColumnDef[]) =>
+    `(${cols.map((c) => `t.${q(c.column)}`).join(", ")}, NULL) IS DISTINCT FROM (${cols.map((c) => `d.${q(c.column)}`).join(", ")}, NULL)`;
+  // Differences that restamp `last_modified`; note columns are added after them for detection only.
   const differs: string[] = [];
-  if (plain.length > 0) {
-    differs.push(`(${plain.map((c) => `t.${q(c.column)}`).join(", ")}, NULL) IS DISTINCT FROM (${plain.map((c) => `d.${q(c.column)}`).join(", ")}, NULL)`);
-  }
+  if (plain.length > 0) differs.push(columnsDiffer(plain));
   for (const c of optional) differs.push(`(d.${q(c.column)} IS NOT NULL AND d.${q(c.column)} IS DISTINCT FROM t.${q(c.column)})`);
   for (const rel of def.relations ?? []) {
     const stored =
@@ -95,19 +99,24 @@ async function upsertBatch(client: PoolClient, organizationId: string, def: Tabl
     const p = `coalesce(d.${q(rel.property)}, '[]'::jsonb)`;
     differs.push(rel.kind === "set" || rel.unordered ? `NOT (${stored} @> ${p} AND ${p} @> ${stored})` : `${stored} IS DISTINCT FROM ${p}`);
   }
-  const detect = await client.query<{ id: string; exists: boolean }>(
-    `SELECT d.id::text AS id, t.id IS NOT NULL AS exists
+  const restamps = differs.length > 0 ? differs.join(" OR ") : "false";
+  const anyDiffers = notes.length > 0 ? `${restamps} OR ${columnsDiffer(notes)}` : restamps;
+  const detect = await client.query<{ id: string; exists: boolean; restamp: boolean }>(
+    `SELECT d.id::text AS id, t.id IS NOT NULL AS exists, coalesce(${restamps}, false) AS restamp
        FROM jsonb_to_recordset($2::jsonb) AS d(${recordsetColumns(def)})
        LEFT JOIN ${t} t ON t.organization_id = $1 AND t.id = d.id
-      WHERE t.id IS NULL OR ${differs.join(" OR ")}`,
+      WHERE t.id IS NULL OR ${anyDiffers}`,
     [organizationId, JSON.stringify(rows)],
   );
   const toInsert = new Set(detect.rows.filter((r) => !r.exists).map((r) => r.id));
   const toUpdate = new Set(detect.rows.filter((r) => r.exists).map((r) => r.id));
+  // Updated rows whose only changes are note columns keep their stored `last_modified`.
+  const keepStamp = detect.rows.filter((r) => r.exists && !r.restamp).map((r) => r.id);
   const insertRows = rows.filter((r) => toInsert.has(r.id));
   const updateRows = rows.filter((r) => toUpdate.has(r.id));
 
-  const valueOf = (c: ColumnDef) => ((c.mode ?? "plain") === "plain" ? `d.${q(c.column)}` : `coalesce(d.${q(c.column)}, clock_timestamp())`);
+  const isState = (c: ColumnDef) => (c.mode ?? "plain") === "plain" || c.mode === "note";
+  const valueOf = (c: ColumnDef) => (isState(c) ? `d.${q(c.column)}` : `coalesce(d.${q(c.column)}, clock_timestamp())`);
   if (insertRows.length > 0) {
     await client.query(
       `INSERT INTO ${t} (organization_id, id, ${def.columns.map((c) => q(c.column)).join(", ")})
@@ -117,16 +126,19 @@ async function upsertBatch(client: PoolClient, organizationId: string, def: Tabl
     );
   }
   if (updateRows.length > 0) {
+    // $3 (ids keeping their stamp) is only sent when referenced: PostgreSQL rejects untyped unused parameters.
+    const hasStamp = def.columns.some((c) => c.mode === "stamp");
     const sets = def.columns.map((c) => {
       const col = q(c.column);
       if (c.mode === "keep") return `${col} = coalesce(d.${col}, t.${col})`;
+      if (c.mode === "stamp") return `${col} = coalesce(d.${col}, CASE WHEN d.id = ANY($3::uuid[]) THEN t.${col} ELSE clock_timestamp() END)`;
       return `${col} = ${valueOf(c)}`;
     });
     await client.query(
       `UPDATE ${t} AS t SET ${sets.join(", ")}
          FROM jsonb_to_recordset($2::jsonb) AS d(${recordsetColumns(def)})
         WHERE t.organization_id = $1 AND t.id = d.id`,
-      [organizationId, JSON.stringify(updateRows)],
+      hasStamp ? [organizationId, JSON.stringify(updateRows), keepStamp] : [organizationId, JSON.stringify(updateRows)],
     );
   }
   const written = [...insertRows, ...updateRows];
