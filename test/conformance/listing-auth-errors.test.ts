@@ -3,6 +3,7 @@
  * tables' statuses and headers, and the open endpoints.
  */
 import { randomUUID } from "node:crypto";
+import { connect } from "node:net";
 import { startE2E, type E2E } from "../support/fixture";
 import { problem } from "./helpers";
 
@@ -115,6 +116,24 @@ describe("conformance: listing, authentication, errors, open endpoints", () => {
       expect(body.traceId).toMatch(/^[0-9a-f]{32}$/);
       expect(body.instance).toBe("/v1/datasets/no_such/csv");
       expect(typeof body.detail).toBe("string");
+    });
+
+    it.each([
+      ["a header line without a colon", "GET /v1/datasets HTTP/1.1\r\nHost: x\r\nbroken header\r\n\r\n", 400, "BAD_REQUEST"],
+      ["a header section that is too large", `GET /v1/datasets HTTP/1.1\r\nHost: x\r\nX-Big: ${"a".repeat(20_000)}\r\n\r\n`, 431, "REQUEST_HEADER_FIELDS_TOO_LARGE"],
+    ])("a request the HTTP parser rejects (%s): problem+json with errorCode", async (_name, raw, status, errorCode) => {
+      const { port } = new URL(e2e.baseUrl);
+      const response = await new Promise<string>((resolve, reject) => {
+        const socket = connect(Number(port), "127.0.0.1", () => socket.write(raw));
+        let data = "";
+        socket.on("data", (chunk) => (data += chunk.toString()));
+        socket.on("end", () => resolve(data));
+        socket.on("error", reject);
+      });
+      const [head, body] = response.split("\r\n\r\n");
+      expect(head).toMatch(new RegExp(`^HTTP/1\\.1 ${status} `));
+      expect(head).toMatch(/content-type: application\/problem\+json/i);
+      expect(JSON.parse(body)).toMatchObject({ status, errorCode });
     });
 
     it("a known route with a wrong method: 405 METHOD_NOT_ALLOWED with Allow", async () => {

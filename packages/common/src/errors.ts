@@ -97,6 +97,16 @@ export const Errors = {
       title: "Dataset not found",
       detail: `No dataset '${key}' exists. Re-read the listing at /v1/datasets.`,
     }),
+  /** The HTTP request itself could not be parsed (answered before any route is involved). */
+  badRequest: () =>
+    new AppError({ status: 400, errorCode: "BAD_REQUEST", title: "Bad Request", detail: "The HTTP request could not be parsed." }),
+  headersTooLarge: () =>
+    new AppError({
+      status: 431,
+      errorCode: "REQUEST_HEADER_FIELDS_TOO_LARGE",
+      title: "Request Header Fields Too Large",
+      detail: "The request's header section is larger than the server accepts.",
+    }),
   routeNotFound: () =>
     new AppError({ status: 404, errorCode: "NOT_FOUND", title: "Not Found", detail: "No endpoint matches this path." }),
   methodNotAllowed: (allow: string[]) =>

@@ -1,4 +1,5 @@
 import { createServer, type Server } from "node:http";
+import { answerMalformedRequests } from "./http/client-error";
 import type { AddressInfo } from "node:net";
 import { CatalogService, ExportService } from "@exportsvc/proto";
 import { createClient } from "@exportsvc/rpc";
@@ -64,6 +65,7 @@ export async function startGateway(config: GatewayConfig): Promise<RunningGatewa
   });
 
   const server: Server = createServer(app.callback());
+  answerMalformedRequests(server, config.problemTypeBaseUrl);
   server.keepAliveTimeout = KEEP_ALIVE_TIMEOUT_MS;
   server.headersTimeout = KEEP_ALIVE_TIMEOUT_MS + 1_000;
   await new Promise<void>((resolve, reject) => {

@@ -40,6 +40,8 @@ describe("OpenAPI description", () => {
       Errors.organizationNotConfigured(),
       Errors.datasetNotFound("x"),
       Errors.routeNotFound(),
+      Errors.badRequest(),
+      Errors.headersTooLarge(),
       Errors.methodNotAllowed(["GET"]),
       Errors.rateLimited({ limit: 5, retryAfter: 1, reset: 1, detail: "x" }),
       Errors.internal(),
