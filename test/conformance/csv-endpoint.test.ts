@@ -58,6 +58,33 @@ describe("conformance: CSV endpoint parameters and cursor errors", () => {
       expect((await problem(await e2e.get(path({ cursor: altered })), 400)).errorCode).toBe("INVALID_CURSOR");
     });
 
+    it("issued to another organization for its dataset of the same key and shape: 400 INVALID_CURSOR, like an altered cursor", async () => {
+      const other = await e2e.newOrganization();
+      // Same attribute definitions (ids too, so the columns come out in the same order): same row shape.
+      await e2e.pool.query(
+        `INSERT INTO custom_attribute_definitions (organization_id, id, resource_kind, key, name, type, position, created_at)
+         SELECT $1, id, resource_kind, key, name, type, position, created_at FROM custom_attribute_definitions
+         WHERE organization_id = $2 AND resource_kind = 'suppliers'`,
+        [other.organizationId, e2e.organizationId],
+      );
+      await e2e.pool.query(`INSERT INTO suppliers (organization_id, id, name) VALUES ($1, gen_random_uuid(), 'Other Org Supplier')`, [other.organizationId]);
+      const shapes = `SELECT count(*) FILTER (WHERE organization_id = $1)::int AS other, count(DISTINCT shape_fingerprint)::int AS distinct_shapes
+        FROM dataset_registry WHERE key = $3 AND organization_id IN ($1, $2)`;
+      for (let attempt = 0; ; attempt++) {
+        const { rows } = await e2e.pool.query(shapes, [other.organizationId, e2e.organizationId, DS]);
+        if (rows[0].other === 1 && rows[0].distinct_shapes === 1) break;
+        if (attempt >= 200) throw new Error("the other organization's registry never reached the demo's supplier shape");
+        await new Promise((resolve) => setTimeout(resolve, 100));
+      }
+      const asOther = { Authorization: `Bearer ${other.secret}` };
+      const own = await csv(await e2e.get(path(), asOther));
+      expect(own.rows.map((r) => r.name)).toEqual(["Other Org Supplier"]);
+
+      const body = await problem(await e2e.get(path({ cursor: all[0]._cursor }), asOther), 400);
+      expect(body.errorCode).toBe("INVALID_CURSOR");
+      expect(body.cursorProblem).toBe("altered");
+    });
+
     it("issued for a different dataset: 400 INVALID_CURSOR", async () => {
       const body = await problem(await e2e.get(path({ cursor: all[0]._cursor }, "resources_products")), 400);
       expect(body.errorCode).toBe("INVALID_CURSOR");

@@ -3,7 +3,8 @@ import { createHash, createHmac, timingSafeEqual } from "node:crypto";
 /**
  * The `_cursor` codec (see docs/cursor.md).
  *
- * Layout of version 1 (46 bytes, standard base64 with padding, 64 characters):
+ * Layout of version 2 (46 bytes, standard base64 with padding, 64 characters; version 1 had the same
+ * layout but a MAC key that did not bind the organization):
  *   [0]      version
  *   [1]      id of the keyring entry that signed it
  *   [2..10)  last_modified: microseconds since 2000-01-01 00:00:00 UTC, int64 big-endian
@@ -11,14 +12,16 @@ import { createHash, createHmac, timingSafeEqual } from "node:crypto";
  *   [10..26) id (uuid, binary; `uuid_send`)
  *   [26..30) row_index, int32 big-endian (0 on datasets without row_index; `int4send`)
  *   [30..46) tag = SHA-256(datasetMacKey || bytes[0..30))[0..16)
- * datasetMacKey = HMAC-SHA256(secret, "exportsvc/cursor/v<version>" 0x00 dataset key 0x00 shape
- * fingerprint)[0..16): the dataset and its row shape are bound through the key of the MAC, not the
- * payload. The MAC input is fixed-length (46 bytes, one SHA-256 block) and the output truncated, so
+ * datasetMacKey = HMAC-SHA256(secret, "exportsvc/cursor/v<version>" 0x00 organization id 0x00 dataset
+ * key 0x00 shape fingerprint)[0..16): the organization, the dataset and its row shape are bound through
+ * the key of the MAC, not the payload (dataset keys repeat across organizations, so the key alone would
+ * let one organization's cursor page another's dataset of the same key and shape). The MAC input is fixed-length (46 bytes, one SHA-256 block) and the output truncated, so
  * this secret-prefix construction admits no length extension; it costs one SHA-256 compression per
  * row inside PostgreSQL instead of HMAC's four (measured in docs/cursor.md).
  */
 
-export const CURRENT_CURSOR_VERSION = 1;
+/** 2: the organization entered the MAC key (version 1 cursors are refused as retired). */
+export const CURRENT_CURSOR_VERSION = 2;
 const PAYLOAD_BYTES = 30;
 const TAG_BYTES = 16;
 const CURSOR_BYTES = PAYLOAD_BYTES + TAG_BYTES;
@@ -72,8 +75,10 @@ export class CursorKeyring {
   }
 }
 
-/** What a cursor is bound to. */
+/** What a cursor is bound to: it verifies only for this organization's dataset in this row shape. */
 export interface CursorBinding {
+  /** Canonical uuid text; compared case-insensitively. */
+  organizationId: string;
   datasetKey: string;
   shapeFingerprint: string;
 }
@@ -108,10 +113,12 @@ export interface ParsedCursor {
 
 export type ParseResult = { ok: true; cursor: ParsedCursor } | { ok: false; problem: CursorProblem };
 
-/** The per-dataset MAC key: what a cursor is bound to enters the MAC through its key. */
+/** The per-(organization, dataset, shape) MAC key: what a cursor is bound to enters the MAC through its key. */
 export function datasetMacKey(secret: Buffer, version: number, binding: CursorBinding): Buffer {
   return createHmac("sha256", secret)
     .update(`exportsvc/cursor/v${version}`, "utf8")
+    .update(Buffer.from([0]))
+    .update(binding.organizationId.toLowerCase(), "utf8")
     .update(Buffer.from([0]))
     .update(binding.datasetKey, "utf8")
     .update(Buffer.from([0]))
@@ -185,7 +192,7 @@ export class CursorCodec {
     };
   }
 
-  /** True when the cursor's MAC matches this dataset binding. Constant-time comparison. */
+  /** True when the cursor's MAC matches this (organization, dataset, shape) binding. Constant-time comparison. */
   verify(cursor: ParsedCursor, binding: CursorBinding): boolean {
     const key = this.keyring.get(cursor.keyId);
     if (!key) return false;

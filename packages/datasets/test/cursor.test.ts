@@ -1,9 +1,9 @@
 import { randomUUID } from "node:crypto";
-import { CursorCodec, CursorKeyring, PG_EPOCH_OFFSET_MICROS, type CursorPosition } from "../src/cursor";
+import { CURRENT_CURSOR_VERSION, CursorCodec, CursorKeyring, PG_EPOCH_OFFSET_MICROS, type CursorPosition } from "../src/cursor";
 
 const keyring = CursorKeyring.parse("5:first-secret-0123456789,6:second-secret-0123456789");
 const codec = new CursorCodec({ keyring });
-const binding = { datasetKey: "resources_suppliers", shapeFingerprint: "abc123" };
+const binding = { organizationId: "0b0b0b0b-0000-4000-8000-0000000000a1", datasetKey: "resources_suppliers", shapeFingerprint: "abc123" };
 const position: CursorPosition = { lastModifiedMicros: 1_710_058_530_123_456n, id: randomUUID(), rowIndex: 7 };
 
 describe("CursorKeyring.parse", () => {
@@ -41,9 +41,11 @@ describe("CursorCodec", () => {
     expect(bytes.readBigInt64BE(2)).toBe(position.lastModifiedMicros - PG_EPOCH_OFFSET_MICROS);
   });
 
-  it("binds the dataset key and the row shape through the MAC only", () => {
+  it("binds the organization, the dataset key and the row shape through the MAC only", () => {
     const parsed = codec.parse(cursor);
     if (!parsed.ok) throw new Error(parsed.problem);
+    expect(codec.verify(parsed.cursor, { ...binding, organizationId: "0b0b0b0b-0000-4000-8000-0000000000a2" })).toBe(false);
+    expect(codec.verify(parsed.cursor, { ...binding, organizationId: binding.organizationId.toUpperCase() })).toBe(true);
     expect(codec.verify(parsed.cursor, { ...binding, datasetKey: "resources_customers" })).toBe(false);
     expect(codec.verify(parsed.cursor, { ...binding, shapeFingerprint: "other" })).toBe(false);
     expect(cursor).toBe(codec.encode(position, { ...binding }));
@@ -65,8 +67,18 @@ describe("CursorCodec", () => {
     expect(parsed.ok && codec.verify(parsed.cursor, binding)).toBe(false);
   });
 
+  it("issues the current version, which binds the organization", () => {
+    expect(CURRENT_CURSOR_VERSION).toBe(2);
+    expect(Buffer.from(cursor, "base64")[0]).toBe(CURRENT_CURSOR_VERSION);
+  });
+
+  it("refuses version 1 cursors (issued before the organization was bound) as retired", () => {
+    const v1 = new CursorCodec({ keyring, version: 1 }).encode(position, binding);
+    expect(codec.parse(v1)).toEqual({ ok: false, problem: "retired_version" });
+  });
+
   it("refuses cursors of a retired version once the version moves on", () => {
-    const next = new CursorCodec({ keyring, version: 2 });
+    const next = new CursorCodec({ keyring, version: CURRENT_CURSOR_VERSION + 1 });
     expect(next.parse(cursor)).toEqual({ ok: false, problem: "retired_version" });
     const fresh = next.encode(position, binding);
     expect(next.parse(fresh).ok).toBe(true);

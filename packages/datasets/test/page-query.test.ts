@@ -1,5 +1,5 @@
 import { randomUUID } from "node:crypto";
-import { CursorCodec, CursorKeyring } from "../src/cursor";
+import { CURRENT_CURSOR_VERSION, CursorCodec, CursorKeyring, datasetMacKey } from "../src/cursor";
 import { buildPageQuery, type PageDataset } from "../src/sql/page-query";
 import { InvalidLiteralError, tableIdentifier, timestamptzLiteral, uuidLiteral } from "../src/sql/literals";
 import { attributeExpression } from "../src/sql/attributes";
@@ -73,6 +73,16 @@ describe("buildPageQuery", () => {
     const sql = buildPageQuery(grid, { organizationId: org, limit: 10, completedFromMicros: 0n, completedToMicros: 1n }, codec);
     expect(sql).toContain("t.completed_at >= '1970-01-01 00:00:00.000000+00'::timestamptz");
     expect(sql).toContain("t.completed_at < '1970-01-01 00:00:00.000001+00'::timestamptz");
+  });
+
+  it("signs cursors with the MAC key of the requesting organization's dataset and shape", () => {
+    const macKeyHex = (organizationId: string) =>
+      datasetMacKey(codec.keyring.signing.secret, CURRENT_CURSOR_VERSION, { organizationId, datasetKey: suppliers.key, shapeFingerprint: "f" }).toString("hex");
+    const other = randomUUID();
+    const sql = buildPageQuery(suppliers, { organizationId: org, limit: 25 }, codec);
+    expect(sql).toContain(`'\\x${macKeyHex(org)}'::bytea`);
+    expect(sql).not.toContain(macKeyHex(other));
+    expect(buildPageQuery(suppliers, { organizationId: other, limit: 25 }, codec)).toContain(`'\\x${macKeyHex(other)}'::bytea`);
   });
 
   it("rejects a column without a known source", () => {

@@ -20,7 +20,11 @@ export function invalidCursor(problem: CursorProblem): AppError {
   return new AppError({ ...base, extensions: { ...(base.extensions ?? {}), cursorProblem: problem } });
 }
 
-/** Every (dataset key, row shape) a cursor of this organization may have been issued for. */
+/**
+ * Every (dataset key, row shape) a cursor of this organization may have been issued for. Only this
+ * organization's: a cursor of another organization verifies for none of them and is reported as
+ * altered, so the answer never reveals that some other organization has a dataset of that key.
+ */
 async function knownBindings(pool: Pool, organizationId: string): Promise<Array<CursorBinding & { current: boolean }>> {
   const { rows } = await pool.query<{ key: string; shape_fingerprint: string; current: boolean }>(
     `SELECT key, shape_fingerprint, true AS current FROM dataset_registry WHERE organization_id = $1
@@ -28,7 +32,7 @@ async function knownBindings(pool: Pool, organizationId: string): Promise<Array<
      SELECT dataset_key, shape_fingerprint, false FROM dataset_shape_history WHERE organization_id = $1`,
     [organizationId],
   );
-  return rows.map((r) => ({ datasetKey: r.key, shapeFingerprint: r.shape_fingerprint, current: r.current }));
+  return rows.map((r) => ({ organizationId, datasetKey: r.key, shapeFingerprint: r.shape_fingerprint, current: r.current }));
 }
 
 /**
@@ -45,7 +49,7 @@ export async function resolveCursor(
 ): Promise<CursorPosition> {
   const parsed = codec.parse(text);
   if (!parsed.ok) throw invalidCursor(parsed.problem);
-  const binding = { datasetKey: dataset.key, shapeFingerprint: dataset.shapeFingerprint };
+  const binding: CursorBinding = { organizationId, datasetKey: dataset.key, shapeFingerprint: dataset.shapeFingerprint };
   if (codec.verify(parsed.cursor, binding)) return parsed.cursor.position;
 
   const candidates = await knownBindings(pool, organizationId);

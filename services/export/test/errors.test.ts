@@ -1,7 +1,7 @@
 import { randomBytes, randomUUID } from "node:crypto";
 import type { Pool } from "pg";
 import { Errors } from "@exportsvc/common";
-import type { ColumnSpec } from "@exportsvc/datasets";
+import { CURRENT_CURSOR_VERSION, type ColumnSpec } from "@exportsvc/datasets";
 import { createTestOrganization, testPool } from "../../../test/support/db";
 import { exportError, exportPage, registerFixedDataset, startExport, TEST_CURSOR_KEYS, upsertRegistry, type ExportHarness } from "./support";
 
@@ -160,6 +160,27 @@ describe("INVALID_CURSOR cases are distinguishable", () => {
   });
   it("issued for a different dataset", async () => expect(await problem("resources_customers", supplierCursor)).toBe("other_dataset"));
 
+  it("issued for another organization's dataset of the same key and shape: exactly like an altered cursor", async () => {
+    const otherOrg = await createTestOrganization(pool);
+    await registerFixedDataset(pool, otherOrg, "resources_suppliers");
+    await registerFixedDataset(pool, otherOrg, "resources_customers");
+    await pool.query(`INSERT INTO suppliers (organization_id, id, name) VALUES ($1, gen_random_uuid(), 'C'), ($1, gen_random_uuid(), 'D')`, [otherOrg]);
+    const sameShape = await pool.query(
+      `SELECT count(DISTINCT shape_fingerprint)::int AS shapes FROM dataset_registry WHERE key = 'resources_suppliers' AND organization_id = ANY($1)`,
+      [[org, otherOrg]],
+    );
+    expect(sameShape.rows[0].shapes).toBe(1);
+
+    const foreign = await exportError(harness.client, { organizationId: otherOrg, datasetKey: "resources_suppliers", cursor: supplierCursor });
+    const i = 30;
+    const altered = supplierCursor.slice(0, i) + (supplierCursor[i] === "Q" ? "R" : "Q") + supplierCursor.slice(i + 1);
+    const alteredOwn = await exportError(harness.client, { organizationId: otherOrg, datasetKey: "resources_suppliers", cursor: altered });
+    expect(foreign).toMatchObject({ status: 400, errorCode: "INVALID_CURSOR", extensions: { cursorProblem: "altered" } });
+    expect(foreign).toEqual(alteredOwn);
+    // Not "other_dataset" either: the foreign cursor must not verify for any of this organization's datasets.
+    expect(await exportError(harness.client, { organizationId: otherOrg, datasetKey: "resources_customers", cursor: supplierCursor })).toEqual(alteredOwn);
+  });
+
   it("dataset reshaped since issue", async () => {
     const reshapeOrg = await createTestOrganization(pool);
     await registerFixedDataset(pool, reshapeOrg, "resources_suppliers");
@@ -173,7 +194,7 @@ describe("INVALID_CURSOR cases are distinguishable", () => {
   });
 
   it("issued by a cursor version no longer read", async () => {
-    const nextVersion = await startExport({}, 2);
+    const nextVersion = await startExport({}, CURRENT_CURSOR_VERSION + 1);
     try {
       expect(await problem("resources_suppliers", supplierCursor, nextVersion)).toBe("retired_version");
       const fresh = (await exportPage(nextVersion.client, req("resources_suppliers", { limit: 1 }))).rows[0]._cursor;

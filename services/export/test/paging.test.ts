@@ -174,7 +174,7 @@ describe("cursor paging", () => {
       expect(row._cursor).toBe(
         codec.encode(
           { lastModifiedMicros: micros(row.last_modified), id: row.id, rowIndex: Number(row.row_index) },
-          { datasetKey: "inspection__readings", shapeFingerprint: fingerprint },
+          { organizationId: org, datasetKey: "inspection__readings", shapeFingerprint: fingerprint },
         ),
       );
     }

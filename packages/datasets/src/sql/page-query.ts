@@ -126,7 +126,7 @@ export function buildPageQuery(dataset: PageDataset, request: PageRequest, codec
   if (request.completedToMicros !== undefined) where.push(`t.completed_at < ${timestamptzLiteral(request.completedToMicros)}`);
   if (request.visibleBeforeMicros !== undefined) where.push(`t.last_modified < ${timestamptzLiteral(request.visibleBeforeMicros)}`);
 
-  const binding: CursorBinding = { datasetKey: dataset.key, shapeFingerprint: dataset.shapeFingerprint };
+  const binding: CursorBinding = { organizationId: request.organizationId, datasetKey: dataset.key, shapeFingerprint: dataset.shapeFingerprint };
   const cursor = codec.sqlExpression(binding, {
     lastModified: `${ROW}.last_modified`,
     id: `${ROW}.id`,
