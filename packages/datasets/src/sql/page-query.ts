@@ -86,15 +86,28 @@ function sourceOf(dataset: PageDataset): Source {
     };
   }
   if (!dataset.tableName) throw new UnsupportedDatasetError(`form dataset ${dataset.key} has no materialized table`);
+  const siteId = dataset.kind === "submission" ? dataset.columns.find((c) => c.key === "site_id")?.source : undefined;
+  const siteIdColumn = siteId?.kind === "table" ? siteId.column : undefined;
   return {
     table: tableIdentifier(dataset.tableName),
     joins: "",
     expression: (column) => {
       if (column.source.kind !== "table") throw new UnsupportedDatasetError(`column '${column.key}' has no table column`);
+      // The envelope's site names are read live, like every related-record name (the spec: "reads the
+      // related record as it stands; if that record is deleted the name is empty while the id stays"),
+      // so a renamed or deleted site shows on a full re-read without touching the rows. A form field
+      // keyed site_name gets a suffixed key (the envelope is named first), so these keys are the envelope's.
+      if (siteIdColumn && (column.key === "site_name" || column.key === "site_path")) {
+        return liveSiteColumn(column.key === "site_name" ? "name" : "path", siteIdColumn);
+      }
       // Materialized columns already hold their final CSV text (packages/form-datasets renders them).
       return `${ROW}.${identifier(column.source.column)}`;
     },
   };
+}
+
+function liveSiteColumn(field: "name" | "path", siteIdColumn: string): string {
+  return `(SELECT s.${field} FROM sites s WHERE s.organization_id = ${ROW}.organization_id AND s.id = NULLIF(${ROW}.${identifier(siteIdColumn)}, '')::uuid)`;
 }
 
 /**
