@@ -29,7 +29,10 @@ describe("page query in PostgreSQL", () => {
           { key: "t", dataType: "dateTime", source: { kind: "attribute", attributeId: attr, attributeType: "DateTime" } },
         ],
       };
-      await client.query("SET force_parallel_mode = on; SET parallel_setup_cost = 0; SET parallel_tuple_cost = 0; SET min_parallel_table_scan_size = 0");
+      // PostgreSQL 16 renamed force_parallel_mode to debug_parallel_query (the embedded server is 17).
+      const version = Number((await client.query("SHOW server_version_num")).rows[0].server_version_num);
+      const forceParallel = version >= 160000 ? "debug_parallel_query" : "force_parallel_mode";
+      await client.query(`SET ${forceParallel} = on; SET parallel_setup_cost = 0; SET parallel_tuple_cost = 0; SET min_parallel_table_scan_size = 0`);
       const { rows } = await client.query(buildPageQuery(dataset, { organizationId: org, limit: 5000 }, codec));
       expect(rows).toHaveLength(50);
       expect(rows.every((r) => r.n === null && r.d === null && r.t === null)).toBe(true);
