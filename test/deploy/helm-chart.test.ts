@@ -189,6 +189,7 @@ describe("the chart's defaults and k8s/base agree", () => {
     ]),
     ["schema.formDatasets.maintenance", "schema", "FORM_DATASETS_MAINTENANCE"],
     ["schema.formDatasets.pollMs", "schema", "FORM_DATASETS_POLL_MS"],
+    ["schema.formDatasets.rebuildParallelism", "schema", "FORM_REBUILD_PARALLELISM"],
     ...(["catalog", "export", "schema"] as const).map((c) => [`${c}.grpcPort`, c, "GRPC_PORT"] as [string, string, string]),
   ];
 

@@ -20,6 +20,11 @@ export const schemaConfigSchema = z.object({
   FORM_DATASETS_MAINTENANCE: env.bool(true),
   /** Fallback polling of the form-dataset change log when a NOTIFY is missed. */
   FORM_DATASETS_POLL_MS: env.int(1000, 50),
+  /**
+   * Tables of one form a rebuild renders at once: the rebuild's own connection plus N-1 helper
+   * connections opened for the rebuild's duration, outside the pool (1 = one table at a time).
+   */
+  FORM_REBUILD_PARALLELISM: env.int(2, 1, 16),
 });
 
 export type SchemaConfig = z.infer<typeof schemaConfigSchema>;

@@ -45,6 +45,7 @@ export async function start(config: SchemaConfig, options: SchemaServiceOptions 
     const formMaintenance: MaintenanceLoop | undefined = config.FORM_DATASETS_MAINTENANCE
       ? startMaintenanceLoop(pool, {
           pollIntervalMs: config.FORM_DATASETS_POLL_MS,
+          rebuildParallelism: config.FORM_REBUILD_PARALLELISM,
           organizationId: options.formMaintenanceOrganizationId,
           onError: (err) => log.warn({ err }, "form dataset maintenance pass failed; retrying on the next wake"),
           onApplied: (result) => log.debug({ result }, "form dataset changes applied"),
