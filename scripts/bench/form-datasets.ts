@@ -5,6 +5,8 @@
  * rows per submission) with many submissions:
  *   (a) `buildDataset`: rebuild of every dataset of the form: render every cell to its CSV text,
  *       write the tables, build their two indexes each, ANALYZE the sort columns, swap the registry;
+ *       (a) with the default parallelism (tables rendered at once on helper connections), (a1) one
+ *       table at a time on one connection;
  *   (b) baseline: per dataset, a plain `CREATE TABLE AS SELECT` from `submissions` of the same rows
  *       (grid arrays expanded the same way) with the same number of columns, each the raw stored
  *       value (`values ->> '<field id>'`, the typed envelope column, the array ordinality) without
@@ -24,12 +26,14 @@
  *   BENCH_REPEAT           rebuild/baseline rounds (default 3)
  *   BENCH_LAG_RATE         updates per second during the lag measurement (default 200)
  *   BENCH_LAG_SECONDS      duration of the lag measurement (default 10)
+ *   BENCH_REBUILD_PARALLELISM  tables rendered at once in (a) (default: the library default, 2);
+ *                          (a1) always renders one at a time
  */
 import { randomUUID } from "node:crypto";
 import { Client } from "pg";
 import { createPool, migrate } from "@exportsvc/db";
 import { Pool } from "pg";
-import { buildDataset, createIndexesSql, startMaintenanceLoop, type DatasetPlan, type FormField } from "@exportsvc/form-datasets";
+import { buildDataset, createIndexesSql, DEFAULT_REBUILD_PARALLELISM, startMaintenanceLoop, type DatasetPlan, type FormField } from "@exportsvc/form-datasets";
 
 const num = (name: string, def: number) => {
   const v = process.env[name];
@@ -73,6 +77,7 @@ async function main(): Promise<void> {
   const repeats = num("BENCH_REPEAT", 3);
   const lagRate = num("BENCH_LAG_RATE", 200);
   const lagSeconds = num("BENCH_LAG_SECONDS", 10);
+  const parallelism = num("BENCH_REBUILD_PARALLELISM", DEFAULT_REBUILD_PARALLELISM);
   if (lagRate * lagSeconds > submissions) throw new Error("BENCH_LAG_RATE * BENCH_LAG_SECONDS must not exceed BENCH_FORM_SUBMISSIONS (one submission per update)");
   const db = await provisionDatabase();
   const pool = createPool({ connectionString: db.url, max: 6 });
@@ -131,13 +136,16 @@ async function main(): Promise<void> {
     await pool.query("DELETE FROM form_dataset_changes");
     await pool.query("VACUUM ANALYZE submissions");
 
-    const { buildMs, baselineMs, baselineIndexedMs, datasets, renderedRows } = await measureRebuild(pool, orgId, formId, repeats);
+    const { serialMs, buildMs, baselineMs, baselineIndexedMs, datasets, renderedRows } = await measureRebuild(pool, orgId, formId, repeats, parallelism);
     const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)];
-    log(`(a) buildDataset, ${datasets} datasets, ${renderedRows.toLocaleString()} rows: ${buildMs.map((x) => x.toFixed(0)).join(" / ")} ms` +
-        `  → median ${median(buildMs).toFixed(0)} ms, ${((submissions / median(buildMs)) * 1000).toFixed(0)} submissions/s`);
-    log(`(b) CREATE TABLE AS baseline, same rows and column count: ${baselineMs.map((x) => x.toFixed(0)).join(" / ")} ms  → median ${median(baselineMs).toFixed(0)} ms`);
-    log(`    rebuild / baseline = ${(median(buildMs) / median(baselineMs)).toFixed(2)}x (medians of ${repeats} runs)`);
-    log(`(b') the same baseline plus the rebuild's two indexes per table: median ${median(baselineIndexedMs).toFixed(0)} ms  (rebuild / this = ${(median(buildMs) / median(baselineIndexedMs)).toFixed(2)}x)`);
+    const runs = (xs: number[]) => `${xs.map((x) => x.toFixed(0)).join(" / ")} ms  → median ${median(xs).toFixed(0)} ms`;
+    log(`(a) buildDataset, ${datasets} datasets, ${renderedRows.toLocaleString()} rows, ${parallelism} tables at once (the default): ${runs(buildMs)}` +
+        `, ${((submissions / median(buildMs)) * 1000).toFixed(0)} submissions/s`);
+    log(`(a1) the same, one table at a time (parallelism 1): ${runs(serialMs)}`);
+    log(`(b) CREATE TABLE AS baseline, same rows and column count: ${runs(baselineMs)}`);
+    log(`    rebuild / baseline = ${(median(buildMs) / median(baselineMs)).toFixed(2)}x; one table at a time: ${(median(serialMs) / median(baselineMs)).toFixed(2)}x (medians of ${repeats} runs)`);
+    log(`(b') the same baseline plus the rebuild's two indexes per table: median ${median(baselineIndexedMs).toFixed(0)} ms` +
+        `  (rebuild / this = ${(median(buildMs) / median(baselineIndexedMs)).toFixed(2)}x; one table at a time: ${(median(serialMs) / median(baselineIndexedMs)).toFixed(2)}x)`);
 
     const lag = await measureLag(pool, db.url, orgId, operator.id, lagRate, lagSeconds);
     log(
@@ -183,7 +191,8 @@ function baselineSql(plan: DatasetPlan, table: string): string {
    WHERE s.organization_id = $1 AND s.form_id = $2`;
 }
 
-async function measureRebuild(pool: Pool, orgId: string, formId: string, repeats: number) {
+async function measureRebuild(pool: Pool, orgId: string, formId: string, repeats: number, parallelism: number) {
+  const serialMs: number[] = [];
   const buildMs: number[] = [];
   const baselineMs: number[] = [];
   const baselineIndexedMs: number[] = [];
@@ -191,7 +200,11 @@ async function measureRebuild(pool: Pool, orgId: string, formId: string, repeats
   let renderedRows = 0;
   for (let round = 0; round < repeats; round++) {
     let t = process.hrtime.bigint();
-    const built = await buildDataset(pool, orgId, formId, { dropGraceMs: 0 });
+    const serial = await buildDataset(pool, orgId, formId, { dropGraceMs: 0, parallelism: 1 });
+    serialMs.push(ms(t));
+    if (serial.status !== "built") throw new Error(`build ${serial.status}: ${serial.error}`);
+    t = process.hrtime.bigint();
+    const built = await buildDataset(pool, orgId, formId, { dropGraceMs: 0, parallelism });
     buildMs.push(ms(t));
     if (built.status !== "built") throw new Error(`build ${built.status}: ${built.error}`);
     datasets = built.datasets.length;
@@ -217,7 +230,7 @@ async function measureRebuild(pool: Pool, orgId: string, formId: string, repeats
       client.release();
     }
   }
-  return { buildMs, baselineMs, baselineIndexedMs, datasets, renderedRows };
+  return { serialMs, buildMs, baselineMs, baselineIndexedMs, datasets, renderedRows };
 }
 
 /**

@@ -1,7 +1,7 @@
-import type { Pool, PoolClient } from "pg";
+import { Client, escapeLiteral, type Pool, type PoolClient } from "pg";
 import { deriveFormDatasets, fieldIdsWithColumns, type DatasetPlan, type PreviousDataset } from "./derive";
 import { mergeRetainedFields, parseFieldTree } from "./fields";
-import { createIndexesSql, createTableSql, renderRowsSql, tableColumnNames } from "./render-sql";
+import { createIndexesSql, createTableSql, isDataException, renderRowsSql, tableColumnNames, type Conversions } from "./render-sql";
 import { bumpDatasetChanges, errorMessage, formLockKeys, isTransient, materializedTableName, organizationKeysLockKeys, pinTextForms } from "./sql-helpers";
 
 export type BuildStatus =
@@ -38,7 +38,19 @@ export interface BuildOptions {
   dropGraceMs?: number;
 }
 
+export interface RebuildOptions {
+  /**
+   * How many of the form's tables are rendered at once (default 2): the rebuild's own connection
+   * plus `parallelism - 1` helper connections opened for the rebuild (not taken from the pool, so
+   * a busy pool cannot deadlock it). 1 renders every table in the rebuild's transaction.
+   */
+  parallelism?: number;
+  /** Opens a helper connection (default: a new client with the pool's settings). */
+  openHelper?: () => Promise<Client>;
+}
+
 export const DEFAULT_DROP_GRACE_MS = 60_000;
+export const DEFAULT_REBUILD_PARALLELISM = 2;
 
 /**
  * Rebuilds every dataset of a form beside the live tables and swaps the registry rows in one
@@ -47,12 +59,12 @@ export const DEFAULT_DROP_GRACE_MS = 60_000;
  * marks the form's registry rows `failed` and keeps the previous tables. Transient database failures
  * are thrown.
  */
-export async function buildDataset(pool: Pool, orgId: string, formId: string, opts: BuildOptions = {}): Promise<BuildResult> {
+export async function buildDataset(pool: Pool, orgId: string, formId: string, opts: BuildOptions & RebuildOptions = {}): Promise<BuildResult> {
   const client = await pool.connect();
   let outcome: { result: BuildResult };
   try {
     await client.query("BEGIN");
-    outcome = await rebuildFormInTransaction(client, orgId, formId);
+    outcome = await rebuildFormInTransaction(client, orgId, formId, { openHelper: () => openHelperClient(pool), ...opts });
     await client.query("COMMIT");
   } catch (err) {
     await client.query("ROLLBACK").catch(() => undefined);
@@ -80,7 +92,7 @@ export async function dropRetiredTables(client: PoolClient, opts: { graceMs: num
       ORDER BY retired_at LIMIT 100`,
     [opts.graceMs, opts.organizationId ?? null],
   );
-  let dropped = 0;
+  let dropped = await dropOrphanedStagedTables(client, opts.organizationId);
   for (const t of due.rows) {
     try {
       await client.query("BEGIN");
@@ -98,6 +110,50 @@ export async function dropRetiredTables(client: PoolClient, opts: { graceMs: num
 }
 
 /**
+ * Drops staged tables whose rebuild ended without adopting them (it failed, was rolled back or its
+ * process died). A rebuild holds its form's lock until it commits, so a staged table whose form lock
+ * can be taken belongs to no running rebuild.
+ */
+async function dropOrphanedStagedTables(client: PoolClient, organizationId?: string): Promise<number> {
+  const staged = await client.query<{ organization_id: string; table_name: string; form_id: string }>(
+    `SELECT organization_id, table_name, form_id FROM form_ds.dataset_tables
+      WHERE staged AND ($1::uuid IS NULL OR organization_id = $1) ORDER BY created_at LIMIT 100`,
+    [organizationId ?? null],
+  );
+  let dropped = 0;
+  for (const t of staged.rows) {
+    try {
+      await client.query("BEGIN");
+      await client.query("SET LOCAL lock_timeout = '200ms'");
+      const [k1, k2] = formLockKeys(t.organization_id, t.form_id);
+      const free = await client.query<{ locked: boolean }>("SELECT pg_try_advisory_xact_lock($1, $2) AS locked", [k1, k2]);
+      const still = free.rows[0].locked
+        ? await client.query("SELECT 1 FROM form_ds.dataset_tables WHERE organization_id = $1 AND table_name = $2 AND staged FOR UPDATE", [t.organization_id, t.table_name])
+        : { rowCount: 0 };
+      if (still.rowCount) {
+        await client.query(`DROP TABLE IF EXISTS ${t.table_name}`);
+        await client.query("DELETE FROM form_ds.dataset_tables WHERE organization_id = $1 AND table_name = $2", [t.organization_id, t.table_name]);
+        dropped++;
+      }
+      await client.query("COMMIT");
+    } catch (err) {
+      await client.query("ROLLBACK").catch(() => undefined);
+      if (isTransient(err) && (err as { code?: string }).code !== "55P03") throw err;
+    }
+  }
+  return dropped;
+}
+
+/** A connection outside the pool with the pool's settings, for one rebuild's helper work. */
+export async function openHelperClient(pool: Pool): Promise<Client> {
+  const client = new Client({ ...pool.options, application_name: pool.options.application_name ?? "form-rebuild" });
+  // A helper that loses its connection fails its query; the rebuild reports that, not the process.
+  client.on("error", () => undefined);
+  await client.connect();
+  return client;
+}
+
+/**
  * The rebuild inside the caller's open transaction (used by buildDataset and by the change consumer,
  * which deletes its rebuild request in the same transaction). Replaced tables are marked retired in
  * the same transaction and dropped later by dropRetiredTables.
@@ -106,6 +162,7 @@ export async function rebuildFormInTransaction(
   client: PoolClient,
   orgId: string,
   formId: string,
+  opts: RebuildOptions = {},
 ): Promise<{ result: BuildResult }> {
   await pinTextForms(client);
   const [k1, k2] = formLockKeys(orgId, formId);
@@ -140,16 +197,26 @@ export async function rebuildFormInTransaction(
   });
   const generation = Math.max(0, ...previous.map((p) => p.generation)) + 1;
 
+  const parallelism = Math.max(1, Math.min(opts.parallelism ?? DEFAULT_REBUILD_PARALLELISM, plans.length));
+  const openHelper = opts.openHelper;
+  // Helpers read the source as this transaction sees it (taken before any savepoint: PostgreSQL
+  // exports no snapshot from a subtransaction), so every table of the form shows the same moment.
+  const snapshot =
+    parallelism > 1 && openHelper ? (await client.query<{ s: string }>("SELECT pg_export_snapshot() AS s")).rows[0].s : null;
+  const staged: string[] = [];
   await client.query("SAVEPOINT form_rebuild");
   try {
     await assertSiteTimeZones(client, orgId, formId);
-    const tables = new Map<string, string>();
-    for (const plan of plans) {
-      const table = materializedTableName(orgId, plan.sourceRef, generation);
-      await materialize(client, orgId, formId, plan, table);
-      tables.set(plan.key, table);
+    const tables = new Map(plans.map((plan) => [plan.key, materializedTableName(orgId, plan.sourceRef, generation)] as const));
+    if (snapshot && openHelper) {
+      await materializeInParallel({ client, orgId, formId, plans, tables, parallelism, openHelper, snapshot, staged });
+    } else {
+      for (const plan of plans) await materialize(client, orgId, formId, plan, tables.get(plan.key)!, { staged: false });
     }
     const retired = await swapRegistry(client, orgId, plans, previous, tables, generation);
+    if (staged.length > 0) {
+      await client.query("UPDATE form_ds.dataset_tables SET staged = false WHERE organization_id = $1 AND table_name = ANY($2::text[])", [orgId, staged]);
+    }
     await client.query("RELEASE SAVEPOINT form_rebuild");
     const live = new Set(tables.values());
     const replaced = previous.map((p) => p.tableName).filter((t): t is string => t !== null && !live.has(t));
@@ -159,6 +226,7 @@ export async function rebuildFormInTransaction(
     );
     return { result: { status: "built", datasets: plans.map((p) => p.key), retired } };
   } catch (err) {
+    // Staged tables the helpers committed are dropped by the cleanup pass once this transaction ends.
     if (isTransient(err)) throw err;
     await client.query("ROLLBACK TO SAVEPOINT form_rebuild");
     const message = errorMessage(err);
@@ -200,10 +268,66 @@ async function assertSiteTimeZones(client: PoolClient, orgId: string, formId: st
   }
 }
 
-async function materialize(client: PoolClient, orgId: string, formId: string, plan: DatasetPlan, table: string): Promise<void> {
+interface ParallelRender {
+  client: PoolClient;
+  orgId: string;
+  formId: string;
+  plans: DatasetPlan[];
+  tables: Map<string, string>;
+  parallelism: number;
+  openHelper: () => Promise<Client>;
+  snapshot: string;
+  /** Filled with the tables helpers committed (staged until the swap adopts them). */
+  staged: string[];
+}
+
+/**
+ * Renders the form's tables on the rebuild's own connection and `parallelism - 1` helpers at once,
+ * each taking the next table from one queue (submission dataset first: usually the widest). A
+ * helper works in one REPEATABLE READ transaction on the rebuild's snapshot and commits its tables
+ * as staged. Waits for every worker before reporting the first failure (a transient one first, so
+ * the rebuild is retried rather than marked failed).
+ */
+async function materializeInParallel(job: ParallelRender): Promise<void> {
+  const queue = [...job.plans];
+  const own = async () => {
+    for (let plan = queue.shift(); plan; plan = queue.shift()) {
+      await materialize(job.client, job.orgId, job.formId, plan, job.tables.get(plan.key)!, { staged: false });
+    }
+  };
+  const helper = async () => {
+    if (queue.length === 0) return;
+    const conn = await job.openHelper();
+    const mine: string[] = [];
+    try {
+      await conn.query("BEGIN ISOLATION LEVEL REPEATABLE READ");
+      await conn.query(`SET TRANSACTION SNAPSHOT ${escapeLiteral(job.snapshot)}`);
+      await pinTextForms(conn);
+      for (let plan = queue.shift(); plan; plan = queue.shift()) {
+        const table = job.tables.get(plan.key)!;
+        await materialize(conn, job.orgId, job.formId, plan, table, { staged: true });
+        mine.push(table);
+      }
+      await conn.query("COMMIT");
+      job.staged.push(...mine);
+    } catch (err) {
+      await conn.query("ROLLBACK").catch(() => undefined);
+      throw err;
+    } finally {
+      await conn.end().catch(() => undefined);
+    }
+  };
+  const settled = await Promise.allSettled([own(), ...Array.from({ length: job.parallelism - 1 }, helper)]);
+  const failures = settled.flatMap((s) => (s.status === "rejected" ? [s.reason as unknown] : []));
+  if (failures.length > 0) throw failures.find(isTransient) ?? failures[0];
+}
+
+type Queryable = Pick<PoolClient, "query">;
+
+async function materialize(client: Queryable, orgId: string, formId: string, plan: DatasetPlan, table: string, opts: { staged: boolean }): Promise<void> {
   await client.query(`DROP TABLE IF EXISTS ${table}`);
   await client.query(createTableSql(table, plan));
-  await client.query(`INSERT INTO ${table} (${tableColumnNames(plan).join(", ")})\n${renderRowsSql(plan, { onlySubmissions: false })}`, [orgId, formId]);
+  await insertRenderedRows(client, orgId, formId, plan, table);
   // Indexes after the bulk insert (one sort each instead of a tree maintained row by row), with
   // enough sort memory that a form of millions of rows does not spill to disk.
   await client.query("SET LOCAL maintenance_work_mem = '256MB'");
@@ -214,10 +338,29 @@ async function materialize(client: PoolClient, orgId: string, formId: string, pl
   await client.query("SET LOCAL default_statistics_target = 10");
   await client.query(`ANALYZE ${table} (${plan.gridPath.length > 0 ? "organization_id, last_modified, id, row_index" : "organization_id, last_modified, id"})`);
   await client.query(
-    `INSERT INTO form_ds.dataset_tables (organization_id, table_name, dataset_key, form_id, plan) VALUES ($1, $2, $3, $4, $5)
-     ON CONFLICT (organization_id, table_name) DO UPDATE SET dataset_key = excluded.dataset_key, plan = excluded.plan`,
-    [orgId, table, plan.key, formId, serializePlan(plan)],
+    `INSERT INTO form_ds.dataset_tables (organization_id, table_name, dataset_key, form_id, plan, staged) VALUES ($1, $2, $3, $4, $5, $6)
+     ON CONFLICT (organization_id, table_name) DO UPDATE SET dataset_key = excluded.dataset_key, plan = excluded.plan, staged = excluded.staged, retired_at = NULL`,
+    [orgId, table, plan.key, formId, serializePlan(plan), opts.staged],
   );
+}
+
+/**
+ * Fills a new table with every row of the dataset. Optimistic conversions first (no regex per date);
+ * a malformed date of a recognised shape makes that statement raise, and the rows are rendered again
+ * with the guarded conversions, which give the same text for every other value.
+ */
+async function insertRenderedRows(client: Queryable, orgId: string, formId: string, plan: DatasetPlan, table: string): Promise<void> {
+  const insert = (conversions: Conversions) =>
+    client.query(`INSERT INTO ${table} (${tableColumnNames(plan).join(", ")})\n${renderRowsSql(plan, { onlySubmissions: false, conversions })}`, [orgId, formId]);
+  await client.query("SAVEPOINT optimistic_rows");
+  try {
+    await insert("optimistic");
+    await client.query("RELEASE SAVEPOINT optimistic_rows");
+  } catch (err) {
+    if (!isDataException(err)) throw err;
+    await client.query("ROLLBACK TO SAVEPOINT optimistic_rows");
+    await insert("guarded");
+  }
 }
 
 /** The plan as stored: grid children are not needed to render a dataset's own columns. */

@@ -141,7 +141,7 @@ export function deriveFormDatasets(input: DeriveInput): DatasetPlan[] {
       ...fixedColumns,
       ...candidates.map((c) => ({ key: names.get(c.sourceId)!, dataType: c.dataType, label: c.label, render: c.render })),
     ];
-    const columns: PlannedColumn[] = all.map((c, i) => ({ ...c, tableColumn: `c${i + 1}` }));
+    const columns: PlannedColumn[] = all.map((c, i) => ({ ...c, tableColumn: typedTableColumn(c.render) ?? `c${i + 1}` }));
     plans.push({
       kind: isGrid ? "grid" : "submission",
       sourceRef: n.sourceRef,
@@ -161,6 +161,17 @@ export function deriveFormDatasets(input: DeriveInput): DatasetPlan[] {
 }
 
 /** Hash of the ordered (key, dataType) list: what a cursor is bound to. */
+/**
+ * Envelope columns the table already holds in a typed column (its position and filter columns)
+ * are served from that column instead of a second, text copy: PostgreSQL prints a uuid, a
+ * timestamptz (TimeZone=UTC, DateStyle=ISO) and an integer exactly as the rendered text would be.
+ */
+function typedTableColumn(render: ColumnRender): string | undefined {
+  if (render.kind === "rowIndex") return "row_index";
+  if (render.kind === "envelope" && (render.name === "id" || render.name === "last_modified" || render.name === "completed_at")) return render.name;
+  return undefined;
+}
+
 export function shapeFingerprint(kind: string, columns: { key: string; dataType: string }[]): string {
   const text = JSON.stringify([kind, columns.map((c) => [c.key, c.dataType])]);
   return createHash("sha256").update(text).digest("hex").slice(0, 16);

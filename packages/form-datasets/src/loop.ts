@@ -14,6 +14,8 @@ export interface MaintenanceLoopOptions {
   organizationId?: string;
   /** Grace of replaced tables before they are dropped; default 60 s. */
   dropGraceMs?: number;
+  /** Tables of one form a rebuild renders at once (helper connections outside the pool); default 2. */
+  rebuildParallelism?: number;
   onError?: (err: unknown) => void;
   onApplied?: (result: ApplyResult) => void;
 }
@@ -28,7 +30,8 @@ export interface MaintenanceLoop {
 /**
  * Keeps form datasets current: LISTENs on `form_dataset_changes` (the triggers notify in the same
  * transaction as the change) and polls as a fallback; each pass drains the log. Holds one pool
- * connection for LISTEN and up to one more while a pass runs.
+ * connection for LISTEN and up to one more while a pass runs; a rebuild opens up to
+ * `rebuildParallelism - 1` helper connections of its own for its duration.
  */
 export function startMaintenanceLoop(pool: Pool, opts: MaintenanceLoopOptions = {}): MaintenanceLoop {
   const pollIntervalMs = opts.pollIntervalMs ?? 1000;
@@ -46,7 +49,7 @@ export function startMaintenanceLoop(pool: Pool, opts: MaintenanceLoopOptions = 
       again = false;
       for (;;) {
         if (stopped) return;
-        const result = await applyPendingChanges(pool, { batchSize, organizationId: opts.organizationId, dropGraceMs: opts.dropGraceMs });
+        const result = await applyPendingChanges(pool, { batchSize, organizationId: opts.organizationId, dropGraceMs: opts.dropGraceMs, rebuildParallelism: opts.rebuildParallelism });
         if (result.consumed + result.rebuilds + result.droppedTables > 0) opts.onApplied?.(result);
         // A full batch means more may be waiting; deferred rows wait for the next wake or poll.
         if (result.consumed < batchSize) break;

@@ -1,5 +1,5 @@
 import type { Pool, PoolClient } from "pg";
-import { DEFAULT_DROP_GRACE_MS, dropRetiredTables, rebuildFormInTransaction } from "./build";
+import { DEFAULT_DROP_GRACE_MS, dropRetiredTables, openHelperClient, rebuildFormInTransaction } from "./build";
 import type { DatasetPlan } from "./derive";
 import { renderRowsSql, tableColumnNames } from "./render-sql";
 import { bumpDatasetChanges, errorMessage, formLockKeys, isTransient, pinTextForms } from "./sql-helpers";
@@ -11,6 +11,8 @@ export interface ApplyOptions {
   organizationId?: string;
   /** Grace of replaced tables before they are dropped (see BuildOptions); default 60 s. */
   dropGraceMs?: number;
+  /** Tables of one form rendered at once by a rebuild (see RebuildOptions); default 2. */
+  rebuildParallelism?: number;
 }
 
 export interface ApplyResult {
@@ -40,7 +42,7 @@ export async function applyPendingChanges(pool: Pool, opts: ApplyOptions = {}): 
   const batchSize = opts.batchSize ?? 500;
   const result = emptyResult();
   for (let i = 0; i < batchSize; i++) {
-    const rebuilt = await runOneRebuildRequest(pool, opts.organizationId ?? null, result);
+    const rebuilt = await runOneRebuildRequest(pool, opts.organizationId ?? null, result, opts.rebuildParallelism);
     if (!rebuilt) break;
   }
   await applySubmissionChanges(pool, batchSize, opts.organizationId ?? null, result);
@@ -53,7 +55,7 @@ export async function applyPendingChanges(pool: Pool, opts: ApplyOptions = {}): 
   return result;
 }
 
-async function runOneRebuildRequest(pool: Pool, orgFilter: string | null, result: ApplyResult): Promise<boolean> {
+async function runOneRebuildRequest(pool: Pool, orgFilter: string | null, result: ApplyResult, parallelism?: number): Promise<boolean> {
   const client = await pool.connect();
   try {
     await client.query("BEGIN");
@@ -74,7 +76,7 @@ async function runOneRebuildRequest(pool: Pool, orgFilter: string | null, result
           WHERE organization_id = $1 AND form_id = $2 AND kind = 'rebuild' FOR UPDATE SKIP LOCKED)`,
       [orgId, formId],
     );
-    const outcome = await rebuildFormInTransaction(client, orgId, formId);
+    const outcome = await rebuildFormInTransaction(client, orgId, formId, { parallelism, openHelper: () => openHelperClient(pool) });
     await client.query("COMMIT");
     result.consumed += same.rowCount ?? 0;
     result.rebuilds += 1;

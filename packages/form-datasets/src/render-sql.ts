@@ -10,8 +10,22 @@ import type { FieldChoice, FormField } from "./fields";
  * from stored form definitions, so they enter the SQL only through escapeLiteral.
  *
  * Parameters: $1 organization id, $2 form id, and with `onlySubmissions` $3 uuid[] of submission ids.
+ *
+ * `conversions: "optimistic"` renders the same text faster but may raise a data exception (SQLSTATE
+ * class 22) on a malformed date; the caller then reruns the statement with "guarded" (the default),
+ * which never raises. See `optimisticInstantText`.
  */
-export function renderRowsSql(plan: DatasetPlan, opts: { onlySubmissions: boolean }): string {
+export function renderRowsSql(plan: DatasetPlan, opts: { onlySubmissions: boolean; conversions?: Conversions }): string {
+  // Values converted with several references (dates, instants) are extracted once per row into a
+  // lateral subquery `v` (OFFSET 0 keeps the planner from copying the extraction back into every reference).
+  const extracted: string[] = [];
+  const ctx: RenderContext = {
+    conv: opts.conversions ?? "guarded",
+    once: (expr) => {
+      extracted.push(expr);
+      return `v.t${extracted.length}`;
+    },
+  };
   const depth = plan.gridPath.length;
   const submissions = `(
     SELECT s.organization_id, s.id, s.record_id, s.site_id, st.name AS site_name, st.path AS site_path, st.time_zone AS tz,
@@ -21,17 +35,18 @@ export function renderRowsSql(plan: DatasetPlan, opts: { onlySubmissions: boolea
      WHERE s.organization_id = $1 AND s.form_id = $2${opts.onlySubmissions ? " AND s.id = ANY($3::uuid[])" : ""}) AS x`;
   // Grid rows are expanded per submission (LATERAL), so row numbering sorts a handful of rows at a
   // time instead of the whole form: level d numbers its rows across the submission in the order of
-  // the enclosing rows (decisions.md), non-object entries are skipped.
+  // the enclosing rows (decisions.md), non-object entries are skipped. The arrays are first reduced
+  // to their objects (a copy only for the rare array holding anything else), so the first level's
+  // numbers are the element ordinals and need no sort.
   let rows = "";
   plan.gridPath.forEach((grid, i) => {
     const d = i + 1;
     const parentRows = i === 0 ? "x.r0" : `p.r${i}`;
-    const array = `${parentRows} -> ${escapeLiteral(grid.id)}`;
-    const elements = `jsonb_array_elements(CASE WHEN jsonb_typeof(${array}) = 'array' THEN ${array} ELSE '[]'::jsonb END) WITH ORDINALITY AS e(value, ord)`;
+    const elements = `jsonb_array_elements(${objectsOf(`${parentRows} -> ${escapeLiteral(grid.id)}`)}) WITH ORDINALITY AS e(value, ord)`;
     rows =
       i === 0
-        ? `SELECT e.value AS r1, row_number() OVER (ORDER BY e.ord) AS i1 FROM ${elements} WHERE jsonb_typeof(e.value) = 'object'`
-        : `SELECT p.*, e.value AS r${d}, row_number() OVER (ORDER BY p.i${i}, e.ord) AS i${d} FROM (${rows}) AS p CROSS JOIN LATERAL ${elements} WHERE jsonb_typeof(e.value) = 'object'`;
+        ? `SELECT e.value AS r1, e.ord AS i1 FROM ${elements}`
+        : `SELECT p.*, e.value AS r${d}, row_number() OVER (ORDER BY p.i${i}, e.ord) AS i${d} FROM (${rows}) AS p CROSS JOIN LATERAL ${elements}`;
   });
   const source = depth === 0 ? "x.r0" : `g.r${depth}`;
   const select = [
@@ -40,22 +55,37 @@ export function renderRowsSql(plan: DatasetPlan, opts: { onlySubmissions: boolea
     "x.last_modified",
     "x.completed_at",
     ...(depth > 0 ? [`g.i${depth}`] : []),
-    ...plan.columns.map((c) => `${columnExpression(c.render, source, depth)} AS ${escapeIdentifier(c.tableColumn)}`),
+    ...renderedColumns(plan).map((c) => `${columnExpression(c.render, source, depth, ctx)} AS ${escapeIdentifier(c.tableColumn)}`),
   ];
   const from = depth === 0 ? submissions : `${submissions}\n CROSS JOIN LATERAL (${rows}) AS g`;
-  return `SELECT ${select.join(",\n       ")}\n  FROM ${from}`;
+  const once = extracted.length === 0 ? "" : `\n CROSS JOIN LATERAL (SELECT ${extracted.map((e, i) => `${e} AS t${i + 1}`).join(", ")} OFFSET 0) AS v`;
+  return `SELECT ${select.join(",\n       ")}\n  FROM ${from}${once}`;
 }
+
+/**
+ * A grid value as an array of its object entries in order: not an array is empty, an array of
+ * objects is itself (checked with one jsonpath test), anything else is rebuilt without its
+ * non-object entries.
+ */
+function objectsOf(value: string): string {
+  return `CASE WHEN jsonb_typeof(${value}) IS DISTINCT FROM 'array' THEN '[]'::jsonb
+    WHEN NOT ((${value}) @? 'strict $[*] ? (@.type() != "object")') THEN ${value}
+    ELSE COALESCE((SELECT jsonb_agg(o.value ORDER BY o.ord) FROM jsonb_array_elements(${value}) WITH ORDINALITY AS o(value, ord)
+                    WHERE jsonb_typeof(o.value) = 'object'), '[]'::jsonb) END`;
+}
+
+/** The typed columns every materialized table starts with: position, organization, completed filter. */
+const typedColumns = (plan: DatasetPlan) => ["organization_id", "id", "last_modified", "completed_at", ...(plan.gridPath.length > 0 ? ["row_index"] : [])];
+
+/** The dataset's columns that have a text column of their own (the rest are served from a typed one). */
+const renderedColumns = (plan: DatasetPlan) => {
+  const typed = new Set(typedColumns(plan));
+  return plan.columns.filter((c) => !typed.has(c.tableColumn));
+};
 
 /** The materialized table's column list, in the order renderRowsSql produces them. */
 export function tableColumnNames(plan: DatasetPlan): string[] {
-  return [
-    "organization_id",
-    "id",
-    "last_modified",
-    "completed_at",
-    ...(plan.gridPath.length > 0 ? ["row_index"] : []),
-    ...plan.columns.map((c) => c.tableColumn),
-  ];
+  return [...typedColumns(plan), ...renderedColumns(plan).map((c) => c.tableColumn)];
 }
 
 export function createTableSql(qualifiedName: string, plan: DatasetPlan): string {
@@ -65,7 +95,7 @@ export function createTableSql(qualifiedName: string, plan: DatasetPlan): string
     "last_modified timestamptz NOT NULL",
     "completed_at timestamptz",
     ...(plan.gridPath.length > 0 ? ["row_index integer NOT NULL"] : []),
-    ...plan.columns.map((c) => `${escapeIdentifier(c.tableColumn)} text`),
+    ...renderedColumns(plan).map((c) => `${escapeIdentifier(c.tableColumn)} text`),
   ];
   return `CREATE TABLE ${qualifiedName} (\n  ${cols.join(",\n  ")}\n)`;
 }
@@ -102,14 +132,84 @@ const numberOf = (text: string) => tolerant(text, STRICT_NUMBER, "numeric", "exp
 const uuidOf = (text: string) => tolerant(text, STRICT_UUID, "uuid", "form_ds.try_uuid");
 const boolText = (cond: string) => `CASE WHEN ${cond} THEN 't' ELSE 'f' END`;
 
-function columnExpression(render: ColumnRender, source: string, depth: number): string {
+/**
+ * How stored dates and instants are converted. "guarded": the strict patterns above, never raises.
+ * "optimistic": the shapes clients send nearly always are recognised with LIKE and checked by a round
+ * trip instead of a regex (a PostgreSQL regex match costs ~2 µs, the round trip ~0.5 µs); a value of
+ * such a shape that PostgreSQL rejects (2023-02-30, month 13) raises, and the caller reruns guarded.
+ */
+export type Conversions = "guarded" | "optimistic";
+
+/**
+ * The shapes of an instant taken without a regex, with the UTC text PostgreSQL prints for such a value
+ * when it is canonical (`TimeZone=UTC`, `DateStyle=ISO`): the digits as given, the fraction without
+ * trailing zeros. A value whose cast prints anything else (a non-digit PostgreSQL happened to accept)
+ * falls through to the guarded path, so a value is converted the same either way.
+ */
+const INSTANT_SHAPES = [
+  // 2024-03-01T10:00:00Z
+  { like: "____-__-__T__:__:__Z", utcText: (t: string) => `left(${t}, 10) || ' ' || substr(${t}, 12, 8) || '+00'` },
+  // 2024-03-01T10:00:00.123Z (JavaScript's toISOString)
+  {
+    like: "____-__-__T__:__:__.___Z",
+    utcText: (t: string) => `left(${t}, 10) || ' ' || substr(${t}, 12, 8) || rtrim(rtrim(substr(${t}, 20, 4), '0'), '.') || '+00'`,
+  },
+];
+
+/** An instant's UTC text (`timestamptz` output), NULL when the value is not an instant. */
+function instantText(text: string, conv: Conversions): string {
+  const guarded = asText(instantOf(text));
+  if (conv === "guarded") return guarded;
+  const fast = INSTANT_SHAPES.map(
+    (s) => `WHEN ${text} LIKE '${s.like}' AND (${text}::timestamptz)::text = ${s.utcText(text)} THEN ${s.utcText(text)}`,
+  );
+  return `CASE WHEN ${text} IS NULL THEN NULL ${fast.join(" ")} ELSE ${guarded} END`;
+}
+
+/** An instant's local text in zone `tz` (`timestamp` output), NULL when the value is not an instant. */
+function localInstantText(text: string, tz: string, conv: Conversions): string {
+  const guarded = asText(`${instantOf(text)} AT TIME ZONE ${tz}`);
+  if (conv === "guarded") return guarded;
+  const fast = INSTANT_SHAPES.map(
+    (s) => `WHEN ${text} LIKE '${s.like}' AND (${text}::timestamptz)::text = ${s.utcText(text)} THEN ((${text}::timestamptz) AT TIME ZONE ${tz})::text`,
+  );
+  return `CASE WHEN ${text} IS NULL THEN NULL ${fast.join(" ")} ELSE ${guarded} END`;
+}
+
+/** A date's text, NULL when the value is not a date: a canonical date prints as itself. */
+function dateText(text: string, conv: Conversions): string {
+  const guarded = asText(dateOf(text));
+  if (conv === "guarded") return guarded;
+  return `CASE WHEN ${text} IS NULL THEN NULL WHEN ${text} LIKE '____-__-__' AND (${text}::date)::text = ${text} THEN ${text} ELSE ${guarded} END`;
+}
+
+/**
+ * The text of one stored value of a date-like column, as a rebuild renders it: "date" and
+ * "dateTime" fields, "localDateTime" (an instant in zone `tz`, like verification columns). `text`
+ * is a SQL expression of the stored text. Exposed for the equivalence test of the two conversions.
+ */
+export function dateLikeTextSql(kind: "date" | "dateTime" | "localDateTime", text: string, conv: Conversions, tz = "'UTC'"): string {
+  if (kind === "date") return dateText(text, conv);
+  return kind === "dateTime" ? instantText(text, conv) : localInstantText(text, tz, conv);
+}
+
+/** SQLSTATE class 22 (data exception): what an optimistic conversion raises on a malformed value. */
+export const isDataException = (err: unknown): boolean => /^22/.test((err as { code?: string })?.code ?? "");
+
+interface RenderContext {
+  conv: Conversions;
+  /** A reference to `expr` evaluated once per row. */
+  once(expr: string): string;
+}
+
+function columnExpression(render: ColumnRender, source: string, depth: number, ctx: RenderContext): string {
   switch (render.kind) {
     case "rowIndex":
       return asText(`g.i${depth}`);
     case "ancestorRowIndex":
       return asText(`g.i${render.depth}`);
     case "verification":
-      return asText(`${instantOf(`(x.verifications ->> ${escapeLiteral(render.fieldId)})`)} AT TIME ZONE x.tz`);
+      return localInstantText(ctx.once(`x.verifications ->> ${escapeLiteral(render.fieldId)}`), "x.tz", ctx.conv);
     case "envelope":
       switch (render.name) {
         case "id":
@@ -137,7 +237,7 @@ function columnExpression(render: ColumnRender, source: string, depth: number): 
       }
       throw new Error(`unknown envelope column ${String((render as { name: string }).name)}`);
     case "field":
-      return fieldExpression(render.field, render.part, source);
+      return fieldExpression(render.field, render.part, source, ctx);
   }
 }
 
@@ -147,7 +247,7 @@ function choiceLabel(choices: FieldChoice[] | undefined, keyExpr: string): strin
   return `COALESCE(${escapeLiteral(JSON.stringify(map))}::jsonb ->> (${keyExpr}), ${keyExpr})`;
 }
 
-function fieldExpression(field: FormField, part: FieldPart, source: string): string {
+function fieldExpression(field: FormField, part: FieldPart, source: string, ctx: RenderContext): string {
   const v = `(${source} -> ${escapeLiteral(field.id)})`;
   const vt = `(${source} ->> ${escapeLiteral(field.id)})`;
   switch (part.kind) {
@@ -159,7 +259,7 @@ function fieldExpression(field: FormField, part: FieldPart, source: string): str
     case "signatureName":
       return `${v} ->> 'name'`;
     case "signatureDate":
-      return asText(instantOf(`(${v} ->> 'date')`));
+      return instantText(ctx.once(`${v} ->> 'date'`), ctx.conv);
     case "resourceRecord":
       // The record snapshot stored with the value at capture time (docs/form-datasets.md).
       return `CASE WHEN jsonb_typeof(${v} -> 'record') = 'object' THEN (${v} -> 'record')::text END`;
@@ -178,9 +278,9 @@ function fieldExpression(field: FormField, part: FieldPart, source: string): str
     case "yesNo":
       return `CASE WHEN jsonb_typeof(${v}) = 'boolean' THEN ${boolText(`${v} = 'true'::jsonb`)} END`;
     case "date":
-      return asText(dateOf(vt));
+      return dateText(ctx.once(vt), ctx.conv);
     case "dateTime":
-      return asText(instantOf(vt));
+      return instantText(ctx.once(vt), ctx.conv);
     case "select":
       return choiceLabel(field.options, vt);
     case "attachment":

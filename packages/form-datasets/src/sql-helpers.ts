@@ -8,7 +8,7 @@ export const FORM_DS_SCHEMA = "form_ds";
  * Pins the session settings that make PostgreSQL's text forms the API's value forms for the rest of
  * the transaction, whatever pool the caller handed in.
  */
-export async function pinTextForms(client: PoolClient): Promise<void> {
+export async function pinTextForms(client: Pick<PoolClient, "query">): Promise<void> {
   await client.query("SET LOCAL TimeZone = 'UTC'; SET LOCAL DateStyle = 'ISO, YMD'");
 }
 

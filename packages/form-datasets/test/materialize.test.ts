@@ -664,3 +664,162 @@ describe("incremental maintenance", () => {
     }
   });
 });
+
+describe("rebuild: grid entries and parallel rendering", () => {
+  it("grid entries that are not objects are skipped, rows number consecutively; a grid value that is not an array has no rows", async () => {
+    const orgId = await createTestOrganization(pool);
+    const batch = field("text", "batch", "Batch");
+    const batches = field("grid", "batches", "Batches", { fields: [batch] });
+    const line = field("text", "line", "Line");
+    const lines = field("grid", "lines", "Lines", { fields: [line, batches] });
+    const formId = await insertForm(pool, orgId, "Messy", [lines]);
+    const values = (tag: string) => ({
+      [lines.id]: [
+        "junk",
+        { [line.id]: `${tag}1`, [batches.id]: [1, { [batch.id]: "B1" }, null, ["x"], { [batch.id]: "B2" }] },
+        null,
+        { [line.id]: `${tag}2`, [batches.id]: { not: "an array" } },
+        5,
+        { [line.id]: `${tag}3`, [batches.id]: [{ [batch.id]: "B3" }] },
+      ],
+    });
+    const sub = await insertSubmission(pool, orgId, formId, { lastModified: "2024-01-01T00:00:00Z", values: values("L") });
+    await insertSubmission(pool, orgId, formId, { lastModified: "2024-01-02T00:00:00Z", values: { [lines.id]: { [line.id]: "not a list" } } });
+    await discardQueuedRebuilds(orgId);
+    await buildDataset(pool, orgId, formId);
+    const pick = (rows: Record<string, string | null>[], keys: string[]) => rows.map((r) => keys.map((k) => r[k]));
+    const expectRows = async (tag: string) => {
+      expect(pick(await datasetRows(pool, orgId, "messy__lines"), ["row_index", "line"])).toEqual([["1", `${tag}1`], ["2", `${tag}2`], ["3", `${tag}3`]]);
+      expect(pick(await datasetRows(pool, orgId, "messy__lines__batches"), ["row_index", "lines_row_index", "batch"])).toEqual([
+        ["1", "1", "B1"],
+        ["2", "1", "B2"],
+        ["3", "3", "B3"],
+      ]);
+    };
+    await expectRows("L");
+    // The incremental path renders the same way.
+    await pool.query(`UPDATE submissions SET "values" = $3, last_modified = '2024-01-03T00:00:00Z' WHERE organization_id = $1 AND id = $2`, [orgId, sub, JSON.stringify(values("M"))]);
+    await drain(orgId);
+    await expectRows("M");
+  });
+
+  /** A form with every kind of conversion and two grid levels, with `n` generated submissions. */
+  async function wideForm(orgId: string, n: number) {
+    const reading = field("number", "reading", "Reading");
+    const readings = field("grid", "readings", "Readings", { fields: [reading] });
+    const item = field("text", "item", "Item");
+    const items = field("grid", "items", "Items", { fields: [item, readings] });
+    const when = field("dateTime", "sampled_at", "Sampled At", { requiresVerification: true });
+    const day = field("date", "day", "Day");
+    const amount = field("number", "amount", "Amount");
+    const formId = await insertForm(pool, orgId, "Wide", [field("text", "operator", "Operator"), when, day, amount, items]);
+    const site = await insertSite(pool, orgId, { timeZone: "America/New_York" });
+    await pool.query(
+      `INSERT INTO submissions (organization_id, id, form_id, record_id, site_id, status, started_at, completed_at, "values", verifications, last_modified)
+       SELECT $1, gen_random_uuid(), $2, 'W-' || i, $3, 'Completed', ts - interval '1 hour', ts,
+              jsonb_build_object(
+                $4::text, CASE i % 4 WHEN 0 THEN to_char(ts, 'YYYY-MM-DD"T"HH24:MI:SS"Z"') WHEN 1 THEN to_char(ts, 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"')
+                                      WHEN 2 THEN to_char(ts, 'YYYY-MM-DD HH24:MI:SS+02:00') ELSE 'later' END,
+                $5::text, CASE WHEN i % 7 = 0 THEN '2023-02-29' ELSE to_char(ts, 'YYYY-MM-DD') END,
+                $6::text, CASE WHEN i % 5 = 0 THEN to_jsonb((i / 8.0)::text) ELSE to_jsonb(i / 4.0) END,
+                $7::text, jsonb_build_array(jsonb_build_object($8::text, 'a' || i, $9::text, jsonb_build_array(jsonb_build_object($10::text, i), 'junk', jsonb_build_object($10::text, -i))),
+                                            'junk', jsonb_build_object($8::text, 'b' || i))),
+              jsonb_build_object($4::text, to_char(ts, 'YYYY-MM-DD"T"HH24:MI:SS"Z"')),
+              ts
+         FROM generate_series(1, $11::int) AS i, LATERAL (SELECT timestamptz '2024-03-30' + i * interval '17 minutes' AS ts) x`,
+      [orgId, formId, site, when.id, day.id, amount.id, items.id, item.id, readings.id, reading.id, n],
+    );
+    return formId;
+  }
+
+  const allRows = async (orgId: string, keys: string[]) => Object.fromEntries(await Promise.all(keys.map(async (k) => [k, await datasetRows(pool, orgId, k)] as const)));
+
+  it("tables rendered on helper connections equal the tables rendered one at a time", async () => {
+    const orgId = await createTestOrganization(pool);
+    const formId = await wideForm(orgId, 3000);
+    await discardQueuedRebuilds(orgId);
+    const serial = await buildDataset(pool, orgId, formId, { parallelism: 1, openHelper: () => Promise.reject(new Error("no helper expected")) });
+    expect(serial.datasets).toEqual(["wide", "wide__items", "wide__items__readings"]);
+    const before = await allRows(orgId, serial.datasets);
+    expect(before.wide).toHaveLength(3000);
+    expect(before.wide__items__readings).toHaveLength(6000);
+    // Odd values take the guarded path within the same rebuild: 29 February 2023 is empty, 'later' too.
+    expect(before.wide.filter((r) => r.day === null)).toHaveLength(Math.floor(3000 / 7));
+    expect(before.wide.filter((r) => r.sampled_at === null)).toHaveLength(750);
+
+    const { openHelperClient } = await import("../src");
+    let helpers = 0;
+    const parallel = await buildDataset(pool, orgId, formId, {
+      parallelism: 3,
+      openHelper: () => {
+        helpers++;
+        return openHelperClient(pool);
+      },
+    });
+    expect(parallel).toMatchObject({ status: "built", datasets: serial.datasets });
+    expect(helpers).toBe(2);
+    expect(await allRows(orgId, serial.datasets)).toEqual(before);
+    const staged = await pool.query("SELECT count(*)::int AS n FROM form_ds.dataset_tables WHERE organization_id = $1 AND staged", [orgId]);
+    expect(staged.rows[0].n).toBe(0);
+  });
+
+  it("a helper failing transiently leaves the live datasets as they were; its siblings' staged tables are dropped later", async () => {
+    const orgId = await createTestOrganization(pool);
+    const formId = await wideForm(orgId, 3000);
+    await discardQueuedRebuilds(orgId);
+    await buildDataset(pool, orgId, formId, { parallelism: 1 });
+    const live = await registryRows(pool, orgId);
+    const before = await allRows(orgId, ["wide", "wide__items", "wide__items__readings"]);
+
+    const { openHelperClient } = await import("../src");
+    let helpers = 0;
+    const failing = buildDataset(pool, orgId, formId, {
+      parallelism: 3,
+      openHelper: async () => {
+        const client = await openHelperClient(pool);
+        // The second helper is cancelled as soon as it starts rendering (SQLSTATE 57014, transient).
+        if (++helpers === 2) await client.query("SET statement_timeout = 1");
+        return client;
+      },
+    });
+    await expect(failing).rejects.toMatchObject({ code: "57014" });
+    expect(await registryRows(pool, orgId)).toEqual(live);
+    expect(await allRows(orgId, ["wide", "wide__items", "wide__items__readings"])).toEqual(before);
+
+    // The other helper committed its table as staged; no rebuild holds the form now, so a cleanup pass drops it.
+    const staged = await pool.query<{ table_name: string }>("SELECT table_name FROM form_ds.dataset_tables WHERE organization_id = $1 AND staged", [orgId]);
+    expect(staged.rowCount).toBeGreaterThan(0);
+    const cleaned = await applyPendingChanges(pool, { organizationId: orgId });
+    expect(cleaned.droppedTables).toBe(staged.rowCount);
+    for (const t of staged.rows) expect(await tableExists(pool, t.table_name)).toBe(false);
+
+    // And the next rebuild succeeds with helpers.
+    expect(await buildDataset(pool, orgId, formId)).toMatchObject({ status: "built" });
+    expect(await allRows(orgId, ["wide", "wide__items", "wide__items__readings"])).toEqual(before);
+  });
+
+  it("a staged table is kept while its form's rebuild runs and dropped once the form is free", async () => {
+    const orgId = await createTestOrganization(pool);
+    const formId = await insertForm(pool, orgId, "Staged", null);
+    const table = `form_ds.t_staged_${orgId.slice(0, 8)}`;
+    await pool.query(`CREATE TABLE ${table} (organization_id uuid)`);
+    await pool.query("INSERT INTO form_ds.dataset_tables (organization_id, table_name, dataset_key, form_id, plan, staged) VALUES ($1, $2, 'staged', $3, '{}', true)", [
+      orgId,
+      table,
+      formId,
+    ]);
+    const { formLockKeys } = await import("../src/sql-helpers");
+    const holder = await pool.connect();
+    try {
+      await holder.query("BEGIN");
+      await holder.query("SELECT pg_advisory_xact_lock($1, $2)", formLockKeys(orgId, formId));
+      expect((await applyPendingChanges(pool, { organizationId: orgId })).droppedTables).toBe(0);
+      expect(await tableExists(pool, table)).toBe(true);
+    } finally {
+      await holder.query("ROLLBACK");
+      holder.release();
+    }
+    expect((await applyPendingChanges(pool, { organizationId: orgId })).droppedTables).toBe(1);
+    expect(await tableExists(pool, table)).toBe(false);
+  });
+});

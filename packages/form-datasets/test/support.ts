@@ -105,7 +105,8 @@ export async function datasetRows(pool: Pool, orgId: string, key: string): Promi
   const row = await registryRow(pool, orgId, key);
   if (!row.table_name) throw new Error(`dataset ${key} has no table`);
   const isGrid = row.kind === "grid";
-  const select = row.columns.map((c) => `${c.source.column} AS "${c.key}"`).join(", ");
+  // As the export prints them: text columns as stored, typed ones (id, last_modified, row_index) in their text form.
+  const select = row.columns.map((c) => `(${c.source.column})::text AS "${c.key}"`).join(", ");
   const r = await pool.query(
     `SELECT ${select} FROM ${row.table_name} WHERE organization_id = $1 ORDER BY last_modified, id${isGrid ? ", row_index" : ""}`,
     [orgId],
