@@ -40,7 +40,7 @@ export interface BuildOptions {
 
 export interface RebuildOptions {
   /**
-   * How many of the form's tables are rendered at once (default 2): the rebuild's own connection
+   * How many of the form's tables are rendered at once (default 3, at most the number of tables): the rebuild's own connection
    * plus `parallelism - 1` helper connections opened for the rebuild (not taken from the pool, so
    * a busy pool cannot deadlock it). 1 renders every table in the rebuild's transaction.
    */
@@ -50,7 +50,7 @@ export interface RebuildOptions {
 }
 
 export const DEFAULT_DROP_GRACE_MS = 60_000;
-export const DEFAULT_REBUILD_PARALLELISM = 2;
+export const DEFAULT_REBUILD_PARALLELISM = 3;
 
 /**
  * Rebuilds every dataset of a form beside the live tables and swaps the registry rows in one
@@ -285,19 +285,30 @@ interface ParallelRender {
  * Renders the form's tables on the rebuild's own connection and `parallelism - 1` helpers at once,
  * each taking the next table from one queue (submission dataset first: usually the widest). A
  * helper works in one REPEATABLE READ transaction on the rebuild's snapshot and commits its tables
- * as staged. Waits for every worker before reporting the first failure (a transient one first, so
+ * as staged; a helper that cannot connect leaves its share to the others. Waits for every worker before reporting the first failure (a transient one first, so
  * the rebuild is retried rather than marked failed).
  */
 async function materializeInParallel(job: ParallelRender): Promise<void> {
   const queue = [...job.plans];
+  // After a failure the rebuild cannot succeed: the other workers finish their table and stop.
+  const stopOnFailure = (err: unknown): never => {
+    queue.length = 0;
+    throw err;
+  };
   const own = async () => {
     for (let plan = queue.shift(); plan; plan = queue.shift()) {
-      await materialize(job.client, job.orgId, job.formId, plan, job.tables.get(plan.key)!, { staged: false });
+      await materialize(job.client, job.orgId, job.formId, plan, job.tables.get(plan.key)!, { staged: false }).catch(stopOnFailure);
     }
   };
   const helper = async () => {
     if (queue.length === 0) return;
-    const conn = await job.openHelper();
+    let conn: Client;
+    try {
+      conn = await job.openHelper();
+    } catch {
+      // No connection to spare (max_connections, a pooler's limit): the others take its share.
+      return;
+    }
     const mine: string[] = [];
     try {
       await conn.query("BEGIN ISOLATION LEVEL REPEATABLE READ");
@@ -312,7 +323,7 @@ async function materializeInParallel(job: ParallelRender): Promise<void> {
       job.staged.push(...mine);
     } catch (err) {
       await conn.query("ROLLBACK").catch(() => undefined);
-      throw err;
+      stopOnFailure(err);
     } finally {
       await conn.end().catch(() => undefined);
     }

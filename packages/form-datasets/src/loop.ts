@@ -14,7 +14,7 @@ export interface MaintenanceLoopOptions {
   organizationId?: string;
   /** Grace of replaced tables before they are dropped; default 60 s. */
   dropGraceMs?: number;
-  /** Tables of one form a rebuild renders at once (helper connections outside the pool); default 2. */
+  /** Tables of one form a rebuild renders at once (helper connections outside the pool); default 3. */
   rebuildParallelism?: number;
   onError?: (err: unknown) => void;
   onApplied?: (result: ApplyResult) => void;

@@ -11,7 +11,7 @@ export interface ApplyOptions {
   organizationId?: string;
   /** Grace of replaced tables before they are dropped (see BuildOptions); default 60 s. */
   dropGraceMs?: number;
-  /** Tables of one form rendered at once by a rebuild (see RebuildOptions); default 2. */
+  /** Tables of one form rendered at once by a rebuild (see RebuildOptions); default 3. */
   rebuildParallelism?: number;
 }
 

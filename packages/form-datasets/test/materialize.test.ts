@@ -798,6 +798,25 @@ describe("rebuild: grid entries and parallel rendering", () => {
     expect(await allRows(orgId, ["wide", "wide__items", "wide__items__readings"])).toEqual(before);
   });
 
+  it("helpers that cannot connect leave their tables to the rebuild's own connection", async () => {
+    const orgId = await createTestOrganization(pool);
+    const formId = await wideForm(orgId, 200);
+    await discardQueuedRebuilds(orgId);
+    const serial = await buildDataset(pool, orgId, formId, { parallelism: 1 });
+    const before = await allRows(orgId, serial.datasets);
+    let attempts = 0;
+    const built = await buildDataset(pool, orgId, formId, {
+      parallelism: 3,
+      openHelper: () => {
+        attempts++;
+        return Promise.reject(Object.assign(new Error("sorry, too many clients already"), { code: "53300" }));
+      },
+    });
+    expect(built).toMatchObject({ status: "built", datasets: serial.datasets });
+    expect(attempts).toBe(2);
+    expect(await allRows(orgId, serial.datasets)).toEqual(before);
+  });
+
   it("a staged table is kept while its form's rebuild runs and dropped once the form is free", async () => {
     const orgId = await createTestOrganization(pool);
     const formId = await insertForm(pool, orgId, "Staged", null);

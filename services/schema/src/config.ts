@@ -24,7 +24,7 @@ export const schemaConfigSchema = z.object({
    * Tables of one form a rebuild renders at once: the rebuild's own connection plus N-1 helper
    * connections opened for the rebuild's duration, outside the pool (1 = one table at a time).
    */
-  FORM_REBUILD_PARALLELISM: env.int(2, 1, 16),
+  FORM_REBUILD_PARALLELISM: env.int(3, 1, 16),
 });
 
 export type SchemaConfig = z.infer<typeof schemaConfigSchema>;
