@@ -559,6 +559,28 @@ describe("incremental maintenance", () => {
     expect(await changeVersion(pool, orgId, "live__items")).toBeGreaterThan(g2);
   });
 
+  it("a first build of a form with submissions moves the changeToken once: the changes it rendered are consumed with it", async () => {
+    const orgId = await createTestOrganization(pool);
+    const title = field("text", "title", "Title");
+    const formId = await insertForm(pool, orgId, "Backlog", null);
+    for (const t of ["a", "b", "c"]) await insertSubmission(pool, orgId, formId, { values: { [title.id]: t } });
+    await publish(pool, orgId, formId, [title]);
+    const pending = await pool.query("SELECT count(*)::int AS n FROM form_dataset_changes WHERE organization_id = $1 AND kind = 'submission'", [orgId]);
+    expect(pending.rows[0].n).toBe(3);
+
+    await drain(orgId);
+    expect((await datasetRows(pool, orgId, "backlog")).map((r) => r.title).sort()).toEqual(["a", "b", "c"]);
+    expect(await changeVersion(pool, orgId, "backlog")).toBe(1);
+    const left = await pool.query("SELECT count(*)::int AS n FROM form_dataset_changes WHERE organization_id = $1", [orgId]);
+    expect(left.rows[0].n).toBe(0);
+
+    // Later changes still flow.
+    await pool.query(`UPDATE submissions SET "values" = jsonb_set("values", ARRAY[$2::text], '"z"') WHERE organization_id = $1`, [orgId, title.id]);
+    await drain(orgId);
+    expect((await datasetRows(pool, orgId, "backlog")).map((r) => r.title)).toEqual(["z", "z", "z"]);
+    expect(await changeVersion(pool, orgId, "backlog")).toBe(2);
+  });
+
   it("a rename through the change log moves the key and retires the old one; changes follow the new key", async () => {
     const orgId = await createTestOrganization(pool);
     const title = field("text", "title", "Title");
