@@ -197,7 +197,7 @@ export async function rebuildFormInTransaction(
   });
   const generation = Math.max(0, ...previous.map((p) => p.generation)) + 1;
 
-  await rememberSubmissionChangesSeen(client, orgId, formId);
+  const changesSeen = await submissionChangesSeen(client, orgId, formId);
   const parallelism = Math.max(1, Math.min(opts.parallelism ?? DEFAULT_REBUILD_PARALLELISM, plans.length));
   const openHelper = opts.openHelper;
   // Helpers read the source as this transaction sees it (taken before any savepoint: PostgreSQL
@@ -218,7 +218,7 @@ export async function rebuildFormInTransaction(
     if (staged.length > 0) {
       await client.query("UPDATE form_ds.dataset_tables SET staged = false WHERE organization_id = $1 AND table_name = ANY($2::text[])", [orgId, staged]);
     }
-    await consumeSubmissionChangesSeen(client, orgId);
+    await consumeSubmissionChanges(client, orgId, changesSeen);
     await client.query("RELEASE SAVEPOINT form_rebuild");
     const live = new Set(tables.values());
     const replaced = previous.map((p) => p.tableName).filter((t): t is string => t !== null && !live.has(t));
@@ -237,28 +237,30 @@ export async function rebuildFormInTransaction(
   }
 }
 
+/** More remembered changes than this are left to the consumer (re-rendered harmlessly) rather than held in memory. */
+const MAX_CHANGES_CONSUMED_BY_REBUILD = 100_000;
+
 /**
  * The form's submission changes already committed when the rebuild starts: every table it renders
  * reads a snapshot at least this new (helpers' exported snapshot is taken after this statement), so
  * the new tables already hold them. Consumed with the swap, they would otherwise be re-rendered into
  * identical rows right after the build and move the changeToken a second time for nothing.
  */
-async function rememberSubmissionChangesSeen(client: PoolClient, orgId: string, formId: string): Promise<void> {
-  await client.query("DROP TABLE IF EXISTS pg_temp.form_rebuild_changes_seen");
-  await client.query(
-    `CREATE TEMP TABLE form_rebuild_changes_seen ON COMMIT DROP AS
-       SELECT seq FROM form_dataset_changes WHERE organization_id = $1 AND form_id = $2 AND kind = 'submission'`,
-    [orgId, formId],
+async function submissionChangesSeen(client: PoolClient, orgId: string, formId: string): Promise<string[]> {
+  const seen = await client.query<{ seq: string }>(
+    "SELECT seq FROM form_dataset_changes WHERE organization_id = $1 AND form_id = $2 AND kind = 'submission' LIMIT $3",
+    [orgId, formId, MAX_CHANGES_CONSUMED_BY_REBUILD + 1],
   );
+  return seen.rows.length > MAX_CHANGES_CONSUMED_BY_REBUILD ? [] : seen.rows.map((r) => r.seq);
 }
 
 /** Deletes the remembered changes; rows a consumer holds right now are left to it (it re-renders them harmlessly). */
-async function consumeSubmissionChangesSeen(client: PoolClient, orgId: string): Promise<void> {
+async function consumeSubmissionChanges(client: PoolClient, orgId: string, seqs: string[]): Promise<void> {
+  if (seqs.length === 0) return;
   await client.query(
     `DELETE FROM form_dataset_changes WHERE organization_id = $1 AND seq IN (
-       SELECT c.seq FROM form_dataset_changes c JOIN pg_temp.form_rebuild_changes_seen s ON s.seq = c.seq
-        WHERE c.organization_id = $1 FOR UPDATE OF c SKIP LOCKED)`,
-    [orgId],
+       SELECT seq FROM form_dataset_changes WHERE organization_id = $1 AND seq = ANY($2::bigint[]) FOR UPDATE SKIP LOCKED)`,
+    [orgId, seqs],
   );
 }
 
