@@ -21,49 +21,14 @@
  *   BENCH_STACK=0       skip the HTTP measurement (no stack is started)
  */
 import { randomBytes } from "node:crypto";
-import { Client } from "pg";
 import { createPool, migrate } from "@exportsvc/db";
-import { CursorCodec, CursorKeyring, shapeFingerprint, type PageDataset } from "@exportsvc/datasets";
-import { exportConfigSchema } from "../services/export/src/config";
-import { start } from "../services/export/src/main";
+import { CursorCodec, CursorKeyring, type PageDataset } from "@exportsvc/datasets";
+import { exportConfigSchema, start } from "@exportsvc/export";
 import { BENCH_DATASET, generateSuppliers } from "./bench/dataset";
 import { startBenchStack } from "./bench/stack";
+import { provisionDatabase } from "./bench/database";
+import { envInt as num, log } from "./bench/helpers";
 import { measureGrpc, measureHttp, measureRawCopy, payloadPosition, UnsignedCursorCodec, type Measurement } from "./bench/measure";
-
-const num = (name: string, def: number) => {
-  const v = process.env[name];
-  if (v === undefined || v === "") return def;
-  const n = Number(v);
-  if (!Number.isInteger(n) || n < 1) throw new Error(`${name} must be a positive integer`);
-  return n;
-};
-
-const log = (m: string) => process.stdout.write(`${m}\n`);
-
-async function provisionDatabase(): Promise<{ url: string; drop?: () => Promise<void> }> {
-  if (process.env.BENCH_DATABASE_URL) return { url: process.env.BENCH_DATABASE_URL };
-  const adminUrl = process.env.DATABASE_URL || "postgres://postgres@127.0.0.1:5432/postgres";
-  const name = "exportsvc_bench";
-  const admin = new Client({ connectionString: adminUrl });
-  await admin.connect();
-  const exists = (await admin.query("SELECT 1 FROM pg_database WHERE datname = $1", [name])).rowCount;
-  if (!exists) await admin.query(`CREATE DATABASE ${name}`);
-  await admin.end();
-  const url = new URL(adminUrl);
-  url.pathname = `/${name}`;
-  const keep = process.env.BENCH_KEEP === "1";
-  return {
-    url: url.toString(),
-    drop: keep
-      ? undefined
-      : async () => {
-          const c = new Client({ connectionString: adminUrl });
-          await c.connect();
-          await c.query(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`);
-          await c.end();
-        },
-  };
-}
 
 async function best(runs: number, measure: () => Promise<Measurement>): Promise<Measurement> {
   let winner: Measurement | undefined;
@@ -86,7 +51,7 @@ async function main() {
   const limit = num("BENCH_LIMIT", 5000);
   const runs = num("BENCH_RUNS", 2);
   const organizationId = process.env.BENCH_ORGANIZATION_ID || "0b0b0b0b-0000-4000-8000-00000000be00";
-  const db = await provisionDatabase();
+  const db = await provisionDatabase("exportsvc_bench", { benchDatabaseUrl: true, reuse: true });
   const pool = createPool({ connectionString: db.url, max: 4, applicationName: "exportsvc-bench" });
   const cursorKeys = `1:${randomBytes(24).toString("base64")}`;
   const service = await start(
@@ -95,7 +60,7 @@ async function main() {
   try {
     await migrate(pool);
     const columns = await generateSuppliers(pool, organizationId, rows, log);
-    const dataset: PageDataset = { key: BENCH_DATASET, kind: "resource", sourceRef: "suppliers", columns, shapeFingerprint: shapeFingerprint(columns) };
+    const dataset: PageDataset = { key: BENCH_DATASET, kind: "resource", sourceRef: "suppliers", columns };
     const keyring = CursorKeyring.parse(cursorKeys);
     const signed = new CursorCodec({ keyring });
     const unsigned = new UnsignedCursorCodec({ keyring });
@@ -150,7 +115,7 @@ async function main() {
   } finally {
     await service.stop();
     await pool.end();
-    await db.drop?.();
+    await db.drop();
   }
 }
 

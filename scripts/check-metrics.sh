@@ -35,6 +35,8 @@ else
     m.recordStreamAbort("client_disconnect");
     m.recordRateLimitRejection("window");
     m.recordAuthCacheLookup("hit");
+    m.recordRefusedConnection("max_connections");
+    m.observeOpenConnections(async () => 7);
     m.observeRebuild("success", 3);
     m.setMaintenanceLag(1.5);
     m.setSharedStoreFallback(false);

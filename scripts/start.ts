@@ -4,14 +4,18 @@
  * - REDIS_URL unset → the gateway's in-process store;
  * - migrations, the demo organization and its data (idempotent), a demo API key;
  * - the four services as separate processes talking gRPC; prints the base URL and the demo key.
- * Ctrl-C stops everything cleanly.
+ * Every port comes from a variable (0 = any free port); all are checked before anything starts, and a
+ * taken one is named with the process holding it. Ctrl-C or SIGTERM (also when sent to `npm start`:
+ * the script is exec'd, so npm's `sh -c` does not stand in between) stops everything cleanly.
  */
 import { randomBytes } from "node:crypto";
 import { existsSync, mkdirSync, readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
+import { inspect } from "node:util";
 import { createPool, migrate, startEmbeddedPostgres, type EmbeddedDatabase } from "@exportsvc/db";
 import { seedDemo } from "@exportsvc/exportctl";
-import { startStack } from "./lib/stack";
+import { describePortOwner, freePort, portIsFree } from "./lib/ports";
+import { startStack, type ServiceName } from "./lib/stack";
 
 const ROOT = join(__dirname, "..");
 const DATA_DIR = join(ROOT, ".data");
@@ -38,27 +42,91 @@ function saveDevState(state: DevState): void {
   writeFileSync(join(DATA_DIR, "dev-state.json"), JSON.stringify(state, null, 2), { mode: 0o600 });
 }
 
-const portFromEnv = (name: string, def: number) => {
+class StartError extends Error {}
+
+function portFromEnv(name: string, def: number): number {
   const raw = process.env[name];
   if (raw === undefined || raw === "") return def;
   const n = Number(raw);
-  if (!Number.isInteger(n) || n < 1 || n > 65535) {
-    process.stderr.write(`${name} must be a TCP port (1-65535), got '${raw}'\n`);
-    process.exit(1);
-  }
+  if (!Number.isInteger(n) || n < 0 || n > 65535) throw new StartError(`${name} must be a TCP port (0-65535; 0 = any free port), got '${raw}'`);
   return n;
-};
+}
+
+interface PortPlan {
+  variable: string;
+  what: string;
+  port: number;
+}
+
+/**
+ * Resolves every port npm start needs: the variable's value, or a free port for 0. A port that is
+ * taken stops the start before anything runs, naming the variable and the process that holds it.
+ */
+async function planPorts(embeddedPostgres: boolean): Promise<Record<string, number>> {
+  const metricsBase = portFromEnv("METRICS_PORT", 9464);
+  const wanted: PortPlan[] = [
+    { variable: "PORT", what: "gateway HTTP", port: portFromEnv("PORT", 8080) },
+    { variable: "CATALOG_GRPC_PORT", what: "catalog gRPC", port: portFromEnv("CATALOG_GRPC_PORT", 50052) },
+    { variable: "EXPORT_GRPC_PORT", what: "export gRPC", port: portFromEnv("EXPORT_GRPC_PORT", 50053) },
+    { variable: "SCHEMA_GRPC_PORT", what: "schema gRPC", port: portFromEnv("SCHEMA_GRPC_PORT", 50054) },
+    ...(["gateway", "catalog", "export", "schema"] as ServiceName[]).map((service, i) => ({
+      variable: "METRICS_PORT",
+      what: `${service} metrics`,
+      port: metricsBase === 0 ? 0 : metricsBase + i,
+    })),
+    ...(embeddedPostgres ? [{ variable: "EMBEDDED_PG_PORT", what: "embedded PostgreSQL", port: portFromEnv("EMBEDDED_PG_PORT", 54320) }] : []),
+  ];
+  const chosen = new Set<number>();
+  const taken: string[] = [];
+  for (const plan of wanted) {
+    if (plan.port === 0) {
+      let port = await freePort();
+      while (chosen.has(port)) port = await freePort();
+      plan.port = port;
+    } else if (chosen.has(plan.port)) {
+      taken.push(`port ${plan.port} (${plan.variable}, ${plan.what}) is also asked for by another service of this start`);
+    } else if (!(await portIsFree(plan.port))) {
+      const owner = describePortOwner(plan.port);
+      taken.push(`port ${plan.port} (${plan.variable}, ${plan.what}) is taken by ${owner ?? "another process (could not tell which)"}`);
+    }
+    chosen.add(plan.port);
+  }
+  if (taken.length > 0) {
+    throw new StartError(
+      [...taken, "Set the variable to another port, or to 0 for any free port (METRICS_PORT is the first of four consecutive ports)."].join("\n"),
+    );
+  }
+  return Object.fromEntries(wanted.map((p) => [p.what, p.port]));
+}
+
+// Signals that arrive during start-up stop it; the handlers below are replaced once everything runs.
+const startup = new AbortController();
+const interrupt = () => startup.abort();
+process.on("SIGINT", interrupt);
+process.on("SIGTERM", interrupt);
 
 async function main(): Promise<void> {
   const state = loadDevState();
   let embedded: EmbeddedDatabase | undefined;
   let databaseUrl = process.env.DATABASE_URL;
+  const ports = await planPorts(!databaseUrl);
   if (!databaseUrl) {
-    const port = portFromEnv("EMBEDDED_PG_PORT", 54320);
+    const port = ports["embedded PostgreSQL"];
     process.stdout.write(`DATABASE_URL is unset: starting an embedded PostgreSQL on port ${port} (data in .data/pg)\n`);
-    embedded = await startEmbeddedPostgres(join(DATA_DIR, "pg"), port);
+    embedded = await startEmbeddedPostgres(join(DATA_DIR, "pg"), port).catch((err: unknown) => {
+      throw new StartError(`the embedded PostgreSQL (EMBEDDED_PG_PORT ${port}, data in .data/pg) did not start: ${describe(err)}`);
+    });
     databaseUrl = embedded.url;
   }
+  try {
+    await startServices(state, databaseUrl, ports, embedded);
+  } catch (err) {
+    await embedded?.stop().catch(() => undefined);
+    throw err;
+  }
+}
+
+async function startServices(state: DevState, databaseUrl: string, ports: Record<string, number>, embedded: EmbeddedDatabase | undefined): Promise<void> {
   const keyHashSecret = process.env.KEY_HASH_SECRET || state.keyHashSecret;
   const cursorKeys = process.env.CURSOR_KEYS || state.cursorKeys;
 
@@ -74,7 +142,7 @@ async function main(): Promise<void> {
     await pool.end();
   }
 
-  const gatewayPort = portFromEnv("PORT", 8080);
+  if (startup.signal.aborted) throw new StartError("interrupted during start-up");
   const stack = await startStack(
     {
       databaseUrl,
@@ -84,15 +152,17 @@ async function main(): Promise<void> {
       output: "inherit",
       logLevel: process.env.LOG_LEVEL ?? "info",
       ports: {
-        gateway: gatewayPort,
-        catalog: portFromEnv("CATALOG_GRPC_PORT", 50052),
-        export: portFromEnv("EXPORT_GRPC_PORT", 50053),
-        schema: portFromEnv("SCHEMA_GRPC_PORT", 50054),
-        metrics: { gateway: 9464, catalog: 9465, export: 9466, schema: 9467 },
+        gateway: ports["gateway HTTP"],
+        catalog: ports["catalog gRPC"],
+        export: ports["export gRPC"],
+        schema: ports["schema gRPC"],
+        metrics: { gateway: ports["gateway metrics"], catalog: ports["catalog metrics"], export: ports["export metrics"], schema: ports["schema metrics"] },
       },
+      signal: startup.signal,
     },
     120_000,
   );
+  const metrics = (["gateway", "catalog", "export", "schema"] as const).map((s) => `${s} ${ports[`${s} metrics`]}`).join(", ");
 
   const key = state.demoKey?.secret ?? "(the demo key was issued earlier with another KEY_HASH_SECRET; issue one with npm run exportctl -- keys issue)";
   process.stdout.write(
@@ -101,6 +171,10 @@ async function main(): Promise<void> {
       "Dataset export service is running.",
       `  Base URL:     ${stack.baseUrl}`,
       `  Demo API key: ${key}`,
+      `  API reference: ${stack.baseUrl}/docs`,
+      `  Ports:        gateway HTTP ${ports["gateway HTTP"]}; gRPC catalog ${ports["catalog gRPC"]}, export ${ports["export gRPC"]}, schema ${ports["schema gRPC"]}; metrics ${metrics}` +
+        (embedded ? `; embedded PostgreSQL ${ports["embedded PostgreSQL"]}` : ""),
+      `  Processes:    ${Object.entries(stack.processes).map(([name, child]) => `${name} pid ${child.pid}`).join(", ")} (this one: pid ${process.pid})`,
       "",
       "Try:",
       `  curl -H "Authorization: Bearer ${key}" ${stack.baseUrl}/v1/datasets`,
@@ -121,8 +195,11 @@ async function main(): Promise<void> {
     process.stdout.write("stopped\n");
     process.exit(0);
   };
+  process.off("SIGINT", interrupt);
+  process.off("SIGTERM", interrupt);
   process.on("SIGINT", shutdown);
   process.on("SIGTERM", shutdown);
+  if (startup.signal.aborted) void shutdown();
   for (const child of Object.values(stack.processes)) {
     child.once("exit", (code, signal) => {
       if (!stopping) {
@@ -133,7 +210,13 @@ async function main(): Promise<void> {
   }
 }
 
+function describe(err: unknown): string {
+  if (err instanceof Error && err.message) return err.message;
+  if (typeof err === "string" && err) return err;
+  return inspect(err, { depth: 2, breakLength: Infinity });
+}
+
 main().catch((err) => {
-  process.stderr.write(`npm start failed: ${err instanceof Error ? err.message : String(err)}\n`);
+  process.stderr.write(`npm start failed: ${describe(err)}\n`);
   process.exit(1);
 });

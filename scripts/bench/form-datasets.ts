@@ -31,44 +31,11 @@
  */
 import { randomUUID } from "node:crypto";
 import { Client } from "pg";
-import { createPool, migrate } from "@exportsvc/db";
+import { createPool, inTransaction, migrate } from "@exportsvc/db";
 import { Pool } from "pg";
+import { provisionDatabase } from "./database";
+import { envInt as num, log, median, msSince as ms } from "./helpers";
 import { buildDataset, createIndexesSql, DEFAULT_REBUILD_PARALLELISM, startMaintenanceLoop, type DatasetPlan, type FormField } from "@exportsvc/form-datasets";
-
-const num = (name: string, def: number) => {
-  const v = process.env[name];
-  if (v === undefined || v === "") return def;
-  const n = Number(v);
-  if (!Number.isInteger(n) || n < 1) throw new Error(`${name} must be a positive integer`);
-  return n;
-};
-const log = (m: string) => process.stdout.write(`${m}\n`);
-const ms = (start: bigint) => Number(process.hrtime.bigint() - start) / 1e6;
-
-async function provisionDatabase(): Promise<{ url: string; drop?: () => Promise<void> }> {
-  if (process.env.BENCH_DATABASE_URL) return { url: process.env.BENCH_DATABASE_URL };
-  const adminUrl = process.env.DATABASE_URL || "postgres://postgres@127.0.0.1:5432/postgres";
-  const name = "exportsvc_bench_forms";
-  const admin = new Client({ connectionString: adminUrl });
-  await admin.connect();
-  await admin.query(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`);
-  await admin.query(`CREATE DATABASE ${name}`);
-  await admin.end();
-  const url = new URL(adminUrl);
-  url.pathname = `/${name}`;
-  return {
-    url: url.toString(),
-    drop:
-      process.env.BENCH_KEEP === "1"
-        ? undefined
-        : async () => {
-            const c = new Client({ connectionString: adminUrl });
-            await c.connect();
-            await c.query(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`);
-            await c.end();
-          },
-  };
-}
 
 const f = (type: string, key: string, extra: Partial<FormField> = {}): FormField => ({ id: randomUUID(), key, label: key, type, ...extra });
 
@@ -79,7 +46,7 @@ async function main(): Promise<void> {
   const lagSeconds = num("BENCH_LAG_SECONDS", 10);
   const parallelism = num("BENCH_REBUILD_PARALLELISM", DEFAULT_REBUILD_PARALLELISM);
   if (lagRate * lagSeconds > submissions) throw new Error("BENCH_LAG_RATE * BENCH_LAG_SECONDS must not exceed BENCH_FORM_SUBMISSIONS (one submission per update)");
-  const db = await provisionDatabase();
+  const db = await provisionDatabase("exportsvc_bench_forms", { benchDatabaseUrl: true });
   const pool = createPool({ connectionString: db.url, max: 6 });
   pool.on("error", () => undefined);
   try {
@@ -137,7 +104,6 @@ async function main(): Promise<void> {
     await pool.query("VACUUM ANALYZE submissions");
 
     const { serialMs, buildMs, baselineMs, baselineIndexedMs, datasets, renderedRows } = await measureRebuild(pool, orgId, formId, repeats, parallelism);
-    const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)];
     const runs = (xs: number[]) => `${xs.map((x) => x.toFixed(0)).join(" / ")} ms  → median ${median(xs).toFixed(0)} ms`;
     log(`(a) buildDataset, ${datasets} datasets, ${renderedRows.toLocaleString()} rows, parallelism ${parallelism} (tables rendered at once): ${runs(buildMs)}` +
         `, ${((submissions / median(buildMs)) * 1000).toFixed(0)} submissions/s`);
@@ -154,7 +120,7 @@ async function main(): Promise<void> {
     );
   } finally {
     await pool.end();
-    await db.drop?.();
+    await db.drop();
   }
 }
 
@@ -219,11 +185,11 @@ async function measureRebuild(pool: Pool, orgId: string, formId: string, repeats
     const client = await pool.connect();
     try {
       t = process.hrtime.bigint();
-      await client.query("BEGIN");
-      for (const [i, p] of plans.rows.entries()) await client.query(baselineSql(p.plan, `bench_baseline_${i}`), [orgId, formId]);
-      baselineMs.push(ms(t));
-      for (const [i, p] of plans.rows.entries()) for (const sql of createIndexesSql(`bench_baseline_${i}`, p.plan)) await client.query(sql);
-      await client.query("COMMIT");
+      await inTransaction(client, async () => {
+        for (const [i, p] of plans.rows.entries()) await client.query(baselineSql(p.plan, `bench_baseline_${i}`), [orgId, formId]);
+        baselineMs.push(ms(t));
+        for (const [i, p] of plans.rows.entries()) for (const sql of createIndexesSql(`bench_baseline_${i}`, p.plan)) await client.query(sql);
+      });
       baselineIndexedMs.push(ms(t));
       for (const i of plans.rows.keys()) await client.query(`DROP TABLE bench_baseline_${i}`);
     } finally {

@@ -1,9 +1,9 @@
 import type { Pool } from "pg";
 import { to as copyTo } from "pg-copy-streams";
 import { buildPageQuery, CursorCodec, PG_EPOCH_OFFSET_MICROS, type CursorPosition, type PageDataset } from "@exportsvc/datasets";
+import { commandCompleted } from "@exportsvc/db";
 import { ExportService } from "@exportsvc/proto";
 import { createClient, fromServiceError } from "@exportsvc/rpc";
-import { commandCompleted } from "../../services/export/src/copy-stream";
 
 export interface Measurement {
   name: string;
@@ -46,6 +46,8 @@ export async function measureRawCopy(
   codec: CursorCodec,
   limit: number,
   positionOf: (cursor: string) => CursorPosition,
+  /** The page's SELECT (default: the CSV page query of `dataset`); e.g. buildDeletionsQuery for the deletion feed. */
+  pageQuery: (after: CursorPosition | undefined) => string = (after) => buildPageQuery(dataset, { organizationId, limit, after }, codec),
 ): Promise<Measurement> {
   const client = await pool.connect();
   await client.query("SET jit = off"); // as the export service's sessions
@@ -56,7 +58,7 @@ export async function measureRawCopy(
   let after: CursorPosition | undefined;
   try {
     for (;;) {
-      const sql = buildPageQuery(dataset, { organizationId, limit, after }, codec);
+      const sql = pageQuery(after);
       const stream = client.query(copyTo(`COPY (${sql}) TO STDOUT (FORMAT csv)`));
       const completed = commandCompleted(stream);
       const tail = new Tail();

@@ -18,7 +18,7 @@ const freePort = () =>
  * BENCH_STACK=1: the four services as processes on the bench database (as `npm start` runs them),
  * with a fresh key of the bench organization, for the HTTP measurement.
  */
-export async function startBenchStack(pool: Pool, databaseUrl: string, organizationId: string): Promise<{ stack: RunningStack; apiKey: string }> {
+export async function startBenchStack(pool: Pool, databaseUrl: string, organizationId: string): Promise<{ stack: RunningStack; apiKey: string; cursorKeys: string; exportAddress: string }> {
   const keyHashSecret = randomBytes(24).toString("base64url");
   const key = generateApiKey();
   await pool.query(
@@ -26,13 +26,14 @@ export async function startBenchStack(pool: Pool, databaseUrl: string, organizat
     [key.id, organizationId, hashApiKeySecret(key.secret, keyHashSecret)],
   );
   const [gateway, catalog, exportPort, schema] = await Promise.all([freePort(), freePort(), freePort(), freePort()]);
+  const cursorKeys = `1:${randomBytes(24).toString("base64")}`;
   const stack = await startStack({
     databaseUrl,
     redisUrl: process.env.REDIS_URL || undefined,
     keyHashSecret,
-    cursorKeys: `1:${randomBytes(24).toString("base64")}`,
+    cursorKeys,
     ports: { gateway, catalog, export: exportPort, schema },
     logLevel: "warn",
   });
-  return { stack, apiKey: key.secret };
+  return { stack, apiKey: key.secret, cursorKeys, exportAddress: `127.0.0.1:${exportPort}` };
 }

@@ -26,6 +26,8 @@ export interface StackOptions {
   /** Where service output goes: inherit (npm start), or collected (tests). */
   output?: "inherit" | "collect";
   logLevel?: string;
+  /** Aborting it during start-up stops the services started so far (npm start's SIGTERM). */
+  signal?: AbortSignal;
 }
 
 export type ServiceName = "schema" | "catalog" | "export" | "gateway";
@@ -36,6 +38,8 @@ export interface RunningStack {
   processes: Record<ServiceName, ChildProcess>;
   logs: Record<ServiceName, string[]>;
   stop(signal?: NodeJS.Signals): Promise<void>;
+  /** Starts one service again with the environment it was first given (after a kill); resolves when it accepts connections. */
+  restart(name: ServiceName, timeoutMs?: number): Promise<void>;
 }
 
 const ROOT = join(__dirname, "..", "..");
@@ -60,7 +64,9 @@ function serviceEnv(name: ServiceName, opts: StackOptions): Record<string, strin
 }
 
 export function spawnService(name: ServiceName, env: Record<string, string>, output: "inherit" | "collect", logs: string[]): ChildProcess {
-  const child = spawn(process.execPath, ["--import", "tsx", join(ROOT, "services", name, "src", "main.ts")], {
+  // As in the images: the service's tracing preloaded before its main (docs/observability.md).
+  const src = join(ROOT, "services", name, "src");
+  const child = spawn(process.execPath, ["--import", "tsx", "--import", join(src, "tracing.ts"), join(src, "main.ts")], {
     cwd: ROOT,
     env: { ...process.env, ...env, NODE_ENV: process.env.NODE_ENV ?? "development" },
     stdio: output === "inherit" ? ["ignore", "inherit", "inherit"] : ["ignore", "pipe", "pipe"],
@@ -76,7 +82,7 @@ export function spawnService(name: ServiceName, env: Record<string, string>, out
   return child;
 }
 
-function accepts(port: number): Promise<boolean> {
+export function accepts(port: number): Promise<boolean> {
   return new Promise((resolve) => {
     const socket = connect(port, "127.0.0.1");
     socket.once("connect", () => {
@@ -87,10 +93,18 @@ function accepts(port: number): Promise<boolean> {
   });
 }
 
-async function waitForReady(ports: StackPorts, baseUrl: string, processes: Record<ServiceName, ChildProcess>, logs: Record<ServiceName, string[]>, timeoutMs: number) {
+async function waitForReady(
+  ports: StackPorts,
+  baseUrl: string,
+  processes: Record<ServiceName, ChildProcess>,
+  logs: Record<ServiceName, string[]>,
+  timeoutMs: number,
+  signal?: AbortSignal,
+) {
   const deadline = Date.now() + timeoutMs;
   let last = "";
   while (Date.now() < deadline) {
+    if (signal?.aborted) throw new Error("interrupted during start-up");
     for (const name of ORDER) {
       const child = processes[name];
       if (child.exitCode !== null || child.signalCode !== null) {
@@ -133,11 +147,31 @@ export async function startStack(opts: StackOptions, timeoutMs = 60_000): Promis
       ),
     );
   };
+  const restart = async (name: ServiceName, restartTimeoutMs = 60_000) => {
+    const old = processes[name];
+    if (old && old.exitCode === null && old.signalCode === null) {
+      await new Promise<void>((resolve) => {
+        old.once("exit", () => resolve());
+        old.kill("SIGKILL");
+      });
+    }
+    const child = spawnService(name, serviceEnv(name, opts), output, logs[name]);
+    processes[name] = child;
+    const port = name === "gateway" ? opts.ports.gateway : opts.ports[name];
+    const deadline = Date.now() + restartTimeoutMs;
+    while (!(await accepts(port))) {
+      if (child.exitCode !== null || child.signalCode !== null) {
+        throw new Error(`${name} exited (${child.exitCode ?? child.signalCode}) on restart:\n${logs[name].join("").slice(-4000)}`);
+      }
+      if (Date.now() > deadline) throw new Error(`${name} did not accept connections within ${restartTimeoutMs} ms of a restart`);
+      await new Promise((r) => setTimeout(r, 100));
+    }
+  };
   try {
-    await waitForReady(opts.ports, baseUrl, processes, logs, timeoutMs);
+    await waitForReady(opts.ports, baseUrl, processes, logs, timeoutMs, opts.signal);
   } catch (err) {
-    await stop("SIGKILL");
+    await stop(opts.signal?.aborted ? "SIGTERM" : "SIGKILL");
     throw err;
   }
-  return { baseUrl, processes, logs, stop };
+  return { baseUrl, processes, logs, stop, restart };
 }

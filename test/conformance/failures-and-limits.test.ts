@@ -149,10 +149,12 @@ describe("conformance: concurrency limit", () => {
 
   it("more than 5 requests in flight: 429 with RateLimit-Limit 5; a slot frees when a stream ends", async () => {
     const { organizationId, secret } = await e2e.newOrganization();
-    // Enough rows that an unread response stays in flight (backpressure holds the stream open).
+    // A page (5000 rows, ~20 MB) far larger than everything that can buffer it on the way (the
+    // gRPC window, the gateway's and the kernel's socket buffers, the client's): an unread
+    // response stays in flight, held open by backpressure, and keeps its slot.
     await e2e.pool.query(
       `INSERT INTO suppliers (organization_id, id, name, description, last_modified)
-       SELECT $1, gen_random_uuid(), 'Supplier ' || g, repeat('x', 400), now() - (g || ' seconds')::interval FROM generate_series(1, 60000) g`,
+       SELECT $1, gen_random_uuid(), 'Supplier ' || g, repeat('x', 4000), now() - (g || ' seconds')::interval FROM generate_series(1, 6000) g`,
       [organizationId],
     );
     const headers = { Authorization: `Bearer ${secret}` };

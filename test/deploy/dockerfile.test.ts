@@ -45,17 +45,19 @@ describe("Dockerfile", () => {
 
   it.each(SERVICES)("has a %s target shipping the bundle its build script writes", (service) => {
     const pkg = JSON.parse(readFileSync(repoPath("services", service, "package.json"), "utf8")) as { scripts: { build: string } };
-    expect(pkg.scripts.build).toContain("--outfile=dist/main.js");
+    // Two entry points: dist/main.js and dist/tracing.js, which the image preloads.
+    expect(pkg.scripts.build).toMatch(/^esbuild src\/main\.ts src\/tracing\.ts .*--outdir=dist /);
     const stage = stages.get(service);
     expect(stage?.[0]).toMatch(new RegExp(`^FROM runtime AS ${service}$`));
-    expect(stage!.join("\n")).toContain(`COPY --from=build --chown=0:0 /src/services/${service}/dist/main.js ./dist/main.js`);
+    const dist = `/src/services/${service}/dist`;
+    expect(stage!.join("\n")).toContain(`COPY --from=build --chown=0:0 ${dist}/main.js ${dist}/main.js.map ${dist}/tracing.js ${dist}/tracing.js.map ./dist/`);
   });
 
   it("ships exportctl and the migrations where migrate() looks for them (<bundle dir>/../migrations)", () => {
     const pkg = JSON.parse(readFileSync(repoPath("packages", "exportctl", "package.json"), "utf8")) as { scripts: { build: string } };
     expect(pkg.scripts.build).toContain("--outfile=dist/exportctl.js");
     const runtime = stages.get("runtime")!.join("\n");
-    expect(runtime).toContain("/src/packages/exportctl/dist/exportctl.js ./dist/exportctl.js");
+    expect(runtime).toContain("/src/packages/exportctl/dist/exportctl.js /src/packages/exportctl/dist/exportctl.js.map ./dist/");
     expect(runtime).toContain("/src/packages/db/migrations ./migrations");
     expect(readFileSync(repoPath("packages", "db", "src", "migrate.ts"), "utf8")).toContain('join(__dirname, "..", "migrations")');
     expect(readFileSync(repoPath("charts", "dataset-export", "templates", "migrations-job.yaml"), "utf8")).toContain(
@@ -65,7 +67,7 @@ describe("Dockerfile", () => {
 
   it("runs in production mode as a numeric non-root user, with the build identity in the environment", () => {
     const runtime = stages.get("runtime")!.join("\n");
-    expect(runtime).toMatch(/^ENV NODE_ENV=production$/m);
+    expect(runtime).toMatch(/^ENV NODE_ENV=production( |$)/m);
     const user = /^USER (\d+):(\d+)$/m.exec(runtime);
     expect(user).not.toBeNull();
     expect(Number(user![1])).toBeGreaterThan(0);
@@ -73,9 +75,32 @@ describe("Dockerfile", () => {
       expect(runtime).toMatch(new RegExp(`^ARG ${arg}=`, "m"));
       expect(runtime).toContain(`${arg}=\${${arg}}`);
     }
-    expect(runtime).toContain('CMD ["node", "dist/main.js"]');
+    expect(runtime).toContain('CMD ["node", "--enable-source-maps", "--import", "./dist/tracing.js", "dist/main.js"]');
+    // podman/buildah's layer cache ignores build-argument values in ENV; a RUN reading them busts it.
+    expect(runtime).toMatch(/^ARG BUILD_DATE=.*\nRUN test -n "\$IMAGE_TAG"/m);
     // Nothing after USER switches back to root.
     for (const service of SERVICES) expect(stages.get(service)!.join("\n")).not.toMatch(/^USER /m);
+  });
+
+  it("installs with npm 10.9.2 (as .ci/run does) in every stage that runs npm ci", () => {
+    // npm 11's `ci` refuses the lockfile (it wants entries for other platforms' optional packages).
+    expect(stages.get("base")!.join("\n")).toMatch(/npm install -g npm@10\.9\.2\b/);
+    const ciStages = [...stages].filter(([, body]) => body.some((l) => /\bnpm ci\b/.test(l))).map(([name]) => name);
+    expect(ciStages.sort()).toEqual(["deps", "prod-deps"]);
+    for (const name of ciStages) expect(stages.get(name)![0]).toMatch(/^FROM (base|manifests|deps) AS /);
+    expect(readFileSync(repoPath(".ci", "run"), "utf8")).toContain("npm@10.9.2 ci");
+  });
+
+  it("bundles with source maps but without the sources' text, and runs node with --enable-source-maps", () => {
+    const build = stages.get("build")!.join("\n");
+    expect(build).toContain("-- --sourcemap --sources-content=false");
+    // Only esbuild builds get those flags: the shipped workspaces, each named.
+    for (const w of ["services/gateway", "services/catalog", "services/export", "services/schema", "packages/exportctl"]) {
+      expect(build).toContain(`-w ${w} `);
+      const pkg = JSON.parse(readFileSync(repoPath(w, "package.json"), "utf8")) as { scripts: { build: string } };
+      expect(pkg.scripts.build).toMatch(/^esbuild /);
+    }
+    expect(stages.get("runtime")!.join("\n")).toMatch(/^ENV .*NODE_OPTIONS=--enable-source-maps/m);
   });
 
   it(".dockerignore keeps dependencies, build output and git history out of the context", () => {

@@ -1,13 +1,16 @@
-import { readdirSync, readFileSync } from "node:fs";
+import { mkdtempSync, readdirSync, readFileSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
 import { join } from "node:path";
 import Ajv from "ajv";
 import { parse } from "yaml";
-import { kubectlAvailable, kubectlKustomize, renderKustomization, repoPath } from "./kustomize";
+import { CHART_README, ChartReadmeError, generateChartReadme } from "../../scripts/chart-readme";
+import { kubectlKustomize, repoPath } from "./kustomize";
 
 /**
- * No helm binary runs here (docs/deployment.md says how to lint and render with one), so the chart
- * is checked statically: values against values.schema.json, every value a template reads exists,
- * template blocks are balanced, and the chart's defaults agree with the plain manifests of k8s/.
+ * The chart checked without running helm (helm-render.test.ts runs it): values against
+ * values.schema.json, every value a template reads exists, template blocks are balanced, and each
+ * value lands in the variable it documents in the default render (k8s/base, generated from the
+ * chart by `npm run k8s:render`).
  */
 const CHART = repoPath("charts", "dataset-export");
 const COMPONENTS = ["gateway", "catalog", "export", "schema"] as const;
@@ -52,6 +55,7 @@ describe("values", () => {
       secrets: {
         databaseUrl: "postgres://exports:pw@db.internal:5432/exports",
         redisUrl: "rediss://redis.internal:6380",
+        databaseReadUrl: "postgres://exports:pw@db-standby.internal:5432/exports",
         keyHashSecret: "pepper",
         cursorKeys: "2:0123456789abcdef0123,1:fedcba9876543210fedc",
       },
@@ -78,6 +82,7 @@ describe("values", () => {
     for (const variable of [
       "DATABASE_URL",
       "REDIS_URL",
+      "DATABASE_READ_URL",
       "KEY_HASH_SECRET",
       "CURSOR_KEYS",
       "PORT",
@@ -90,6 +95,9 @@ describe("values", () => {
       "RATE_LIMIT_LEASE_SECONDS",
       "AUTH_SUCCESS_TTL_SECONDS",
       "AUTH_REJECTION_TTL_SECONDS",
+      "HTTP_MAX_CONNECTIONS",
+      "HTTP_HEADERS_TIMEOUT_MS",
+      "HTTP_KEEP_ALIVE_TIMEOUT_MS",
       "REGISTRY_POLL_MS",
       "DATABASE_POOL_MAX",
       "METRICS_PORT",
@@ -100,6 +108,49 @@ describe("values", () => {
       expect({ variable, rendered: new RegExp(`\\b${variable}\\b`).test(allTemplateText) }).toEqual({ variable, rendered: true });
     }
     for (const variable of ["CATALOG_ADDRESS", "EXPORT_ADDRESS", "SCHEMA_ADDRESS"]) expect(allTemplateText).toContain(`${variable}:`);
+  });
+});
+
+describe("README.md (Parameters generated from values.yaml by readme-generator-for-helm)", () => {
+  const valuesText = read("values.yaml");
+  /** `## @param <path> [modifiers] description` lines of values.yaml. */
+  const params = [...valuesText.matchAll(/^\s*## @param (\S+)(?: \[([^\]]*)\])?/gm)].map((m) => ({ path: m[1], modifiers: m[2]?.split(",").map((x) => x.trim()) ?? [] }));
+
+  it("is what `npm run chart:readme` writes (every value has a @param, else the generator fails)", () => {
+    expect(params.length).toBeGreaterThan(100);
+    expect(generateChartReadme() === readFileSync(CHART_README, "utf8") ? "current" : "stale: run npm run chart:readme").toBe("current");
+  });
+
+  it("fails, naming the key, for a value without a @param", () => {
+    const dir = mkdtempSync(join(tmpdir(), "chart-values-"));
+    writeFileSync(join(dir, "values.yaml"), `${valuesText}\nundocumentedKnob: 1\n`);
+    expect(() => generateChartReadme(join(dir, "values.yaml"))).toThrow(ChartReadmeError);
+    expect(() => generateChartReadme(join(dir, "values.yaml"))).toThrow(/Missing metadata for key: undocumentedKnob/);
+  });
+
+  it("states defaults written into a @param (objects with dotted keys) as values.yaml has them", () => {
+    const stated = params.flatMap(({ path, modifiers }) => modifiers.filter((m) => m.startsWith("default:")).map((m) => ({ path, m })));
+    expect(stated.length).toBeGreaterThan(0);
+    for (const { path, m } of stated) {
+      expect({ path, value: JSON.parse(m.slice("default:".length)) }).toEqual({ path, value: at(values, path.split(".")) });
+    }
+  });
+
+  it("documents only values that values.schema.json declares", () => {
+    const resolve = (node: any) => (node?.$ref ? schema.definitions[node.$ref.replace("#/definitions/", "")] : node);
+    /** Whether the schema declares the path: named properties, or a free-form object (no properties listed) above it. */
+    const declared = (path: string[]): boolean => {
+      let node = resolve(schema);
+      for (const key of path) {
+        if (!node) return false;
+        if (!node.properties && node.additionalProperties !== false) return true;
+        node = resolve(node.properties?.[key]);
+      }
+      return node !== undefined;
+    };
+    expect(declared(["gateway", "resources", "requests", "cpu"])).toBe(true);
+    expect(declared(["gateway", "resources", "requests", "gpu"])).toBe(false);
+    expect(params.filter(({ path }) => !declared(path.split("."))).map(({ path }) => path)).toEqual([]);
   });
 });
 
@@ -164,8 +215,8 @@ describe("templates", () => {
   });
 });
 
-describe("the chart's defaults and k8s/base agree", () => {
-  const base = kubectlAvailable() ? kubectlKustomize(repoPath("k8s", "base")) : renderKustomization(repoPath("k8s", "base"));
+describe("the default render (k8s/base) carries each value into its variable", () => {
+  const base = kubectlKustomize(repoPath("k8s", "base"));
   const configOf = (c: string) => base.find((o) => o.kind === "ConfigMap" && o.metadata.name === `dataset-export-${c}`)!.data as Record<string, string>;
 
   /** Value path -> (component, variable): what the chart's configmap.yaml renders from values.yaml. */
@@ -182,7 +233,13 @@ describe("the chart's defaults and k8s/base agree", () => {
     ["gateway.rateLimit.leaseSeconds", "gateway", "RATE_LIMIT_LEASE_SECONDS"],
     ["gateway.auth.successTtlSeconds", "gateway", "AUTH_SUCCESS_TTL_SECONDS"],
     ["gateway.auth.rejectionTtlSeconds", "gateway", "AUTH_REJECTION_TTL_SECONDS"],
+    ["gateway.http.maxConnections", "gateway", "HTTP_MAX_CONNECTIONS"],
+    ["gateway.http.headersTimeoutMs", "gateway", "HTTP_HEADERS_TIMEOUT_MS"],
+    ["gateway.http.keepAliveTimeoutMs", "gateway", "HTTP_KEEP_ALIVE_TIMEOUT_MS"],
     ["schema.registryPollMs", "schema", "REGISTRY_POLL_MS"],
+    ["gateway.streamStallTimeoutMs", "gateway", "STREAM_STALL_TIMEOUT_MS"],
+    ["export.streamStallTimeoutMs", "export", "STREAM_STALL_TIMEOUT_MS"],
+    ["export.dbConnectionsPerOrganization", "export", "DATABASE_CONNECTIONS_PER_ORGANIZATION"],
     ...COMPONENTS.map((c) => [`${c}.shutdownGraceMs`, c, "SHUTDOWN_GRACE_MS"] as [string, string, string]),
     ...COMPONENTS.flatMap((c) => [
       [`${c}.dbPoolMax`, c, "DATABASE_POOL_MAX"] as [string, string, string],
@@ -190,6 +247,9 @@ describe("the chart's defaults and k8s/base agree", () => {
     ["schema.formDatasets.maintenance", "schema", "FORM_DATASETS_MAINTENANCE"],
     ["schema.formDatasets.pollMs", "schema", "FORM_DATASETS_POLL_MS"],
     ["schema.formDatasets.rebuildParallelism", "schema", "FORM_REBUILD_PARALLELISM"],
+    ["schema.tombstoneRetentionDays", "schema", "TOMBSTONE_RETENTION_DAYS"],
+    ["schema.formDatasets.concurrency", "schema", "FORM_MAINTENANCE_CONCURRENCY"],
+    ["schema.registrySyncConcurrency", "schema", "REGISTRY_SYNC_CONCURRENCY"],
     ...(["catalog", "export", "schema"] as const).map((c) => [`${c}.grpcPort`, c, "GRPC_PORT"] as [string, string, string]),
   ];
 
@@ -198,12 +258,6 @@ describe("the chart's defaults and k8s/base agree", () => {
     for (const c of component === "*" ? COMPONENTS : [component]) {
       expect(templates["configmap.yaml"] + templates["_helpers.tpl"]).toContain(`${variable}:`);
       expect({ c, variable, value: configOf(c)[variable] }).toEqual({ c, variable, value: expected });
-    }
-  });
-
-  it("every variable of a k8s/base ConfigMap is rendered by the chart", () => {
-    for (const c of COMPONENTS) {
-      for (const variable of Object.keys(configOf(c))) expect(templates["configmap.yaml"] + templates["_helpers.tpl"]).toContain(`${variable}:`);
     }
   });
 
@@ -216,9 +270,18 @@ describe("the chart's defaults and k8s/base agree", () => {
     expect(templates["ingress.yaml"]).toContain("nginx.ingress.kubernetes.io/limit-rps");
   });
 
-  it("the migrations Job runs the same command", () => {
-    const job = base.find((o) => o.kind === "Job") as any;
-    const command = job.spec.template.spec.containers[0].command as string[];
-    expect(templates["migrations-job.yaml"]).toContain(`command: ${JSON.stringify(command).replace(/,/g, ", ")}`);
+  it("the ingress speaks HTTP/1.1 to the gateway (chunked pages: a cut page is never relayed as complete)", () => {
+    const ingress = base.find((o) => o.kind === "Ingress")!;
+    const annotations = ingress.metadata.annotations as Record<string, string>;
+    expect(annotations["nginx.ingress.kubernetes.io/proxy-http-version"]).toBe("1.1");
+    expect(templates["ingress.yaml"]).toContain('nginx.ingress.kubernetes.io/proxy-http-version: "1.1"');
+    // Opt-in: the client's protocol forwarded for the gateway's HTTP/1.0 refusal.
+    expect(values.ingress.forwardClientHttpVersion).toBe(false);
+    expect(templates["ingress.yaml"]).toContain("proxy_set_header X-Client-Http-Version $server_protocol;");
+  });
+
+  it("the export service's per-organization connections leave room for other organizations and match the gateway's concurrency", () => {
+    expect(values.export.dbConnectionsPerOrganization).toBeLessThan(values.export.dbPoolMax);
+    expect(values.export.dbConnectionsPerOrganization).toBe(values.gateway.rateLimit.concurrency);
   });
 });

@@ -5,12 +5,11 @@ import { ConfigMap, Namespace, Service, ServiceAccount } from "kubernetes-models
 import { Ingress, NetworkPolicy } from "kubernetes-models/networking.k8s.io/v1";
 import { PodDisruptionBudget } from "kubernetes-models/policy/v1";
 import { PrometheusRule, ServiceMonitor } from "@kubernetes-models/prometheus-operator/monitoring.coreos.com/v1";
-import { kubectlAvailable, kubectlKustomize, objectId, renderKustomization, repoPath, type K8sObject } from "./kustomize";
+import { kubectlKustomize, objectId, repoPath, type K8sObject } from "./kustomize";
 
 /**
- * Every object of k8s/ (base and the production overlay) is rendered with `kubectl kustomize`
- * when kubectl exists, otherwise with the small renderer in ./kustomize.ts (checked against
- * kubectl below wherever both exist), and validated against the Kubernetes and
+ * Every object of k8s/ (base, generated from the chart, and the hand-written production overlay)
+ * is rendered with the lockfile's `kubectl kustomize` and validated against the Kubernetes and
  * prometheus-operator schemas of the kubernetes-models packages.
  */
 const MODELS: Record<string, new (data: any) => { validate(): void }> = {
@@ -30,9 +29,7 @@ const MODELS: Record<string, new (data: any) => { validate(): void }> = {
 
 const COMPONENTS = ["gateway", "catalog", "export", "schema"];
 const KUSTOMIZATIONS = ["k8s/base", "k8s/overlays/production"];
-const hasKubectl = kubectlAvailable();
-const render = (dir: string) => (hasKubectl ? kubectlKustomize(repoPath(dir)) : renderKustomization(repoPath(dir)));
-const rendered = Object.fromEntries(KUSTOMIZATIONS.map((dir) => [dir, render(dir)]));
+const rendered = Object.fromEntries(KUSTOMIZATIONS.map((dir) => [dir, kubectlKustomize(repoPath(dir))]));
 
 type Container = {
   name: string;
@@ -150,8 +147,8 @@ describe.each(KUSTOMIZATIONS)("%s", (dir) => {
         .map((e) => e.name)
         .sort();
     expect(secretKeys("gateway")).toEqual(["DATABASE_URL", "KEY_HASH_SECRET", "REDIS_URL"]);
-    expect(secretKeys("export")).toEqual(["CURSOR_KEYS", "DATABASE_URL"]);
-    expect(secretKeys("catalog")).toEqual(["DATABASE_URL"]);
+    expect(secretKeys("export")).toEqual(["CURSOR_KEYS", "DATABASE_READ_URL", "DATABASE_URL"]);
+    expect(secretKeys("catalog")).toEqual(["DATABASE_READ_URL", "DATABASE_URL"]);
     expect(secretKeys("schema")).toEqual(["DATABASE_URL"]);
   });
 });
@@ -171,15 +168,5 @@ describe("production overlay", () => {
     expect(config.OTEL_EXPORTER_OTLP_ENDPOINT).toMatch(/^http:\/\//);
     expect(config.DATABASE_POOL_MAX).toBe("20");
     expect((find(objects, "HorizontalPodAutoscaler", "dataset-export-gateway")!.spec as any).minReplicas).toBe(3);
-  });
-});
-
-describe("the fallback kustomize renderer", () => {
-  it.each(KUSTOMIZATIONS)("renders %s as kubectl kustomize does (kubectl present) or at all (absent)", (dir) => {
-    const own = renderKustomization(repoPath(dir));
-    const normalize = (objects: K8sObject[]) =>
-      Object.fromEntries(objects.map((o) => [objectId(o), JSON.parse(JSON.stringify(o))]));
-    if (hasKubectl) expect(normalize(own)).toEqual(normalize(kubectlKustomize(repoPath(dir))));
-    expect(own.length).toBe(rendered[dir].length);
   });
 });

@@ -3,7 +3,8 @@ import { catalogConfigSchema, loadCatalogConfig } from "../../services/catalog/s
 import { exportConfigSchema, loadExportConfig } from "../../services/export/src/config";
 import { gatewayConfigSchema, loadGatewayConfig } from "../../services/gateway/src/config";
 import { loadSchemaConfig, schemaConfigSchema } from "../../services/schema/src/config";
-import { kubectlAvailable, kubectlKustomize, renderKustomization, repoPath, type K8sObject } from "./kustomize";
+import { containerEnvironment } from "../../scripts/lib/chart";
+import { kubectlKustomize, repoPath } from "./kustomize";
 
 /**
  * The environment the deployment gives each service (its ConfigMap plus its Secret references,
@@ -14,6 +15,7 @@ import { kubectlAvailable, kubectlKustomize, renderKustomization, repoPath, type
 const SECRET_VALUES: Record<string, string> = {
   DATABASE_URL: "postgres://exports:pw@db.internal:5432/exports",
   REDIS_URL: "redis://redis.internal:6379",
+  DATABASE_READ_URL: "postgres://exports:pw@db-standby.internal:5432/exports",
   KEY_HASH_SECRET: "pepper-pepper-pepper",
   CURSOR_KEYS: "1:0123456789abcdef0123456789abcdef",
 };
@@ -28,18 +30,9 @@ const SERVICES: Record<string, { schema: z.ZodObject<z.ZodRawShape>; load: (env:
 /** Alternative names of one setting; a service must read at least one name of a pair it is given. */
 const ALIASES: string[][] = [];
 
-const objects = kubectlAvailable() ? kubectlKustomize(repoPath("k8s", "base")) : renderKustomization(repoPath("k8s", "base"));
+const objects = kubectlKustomize(repoPath("k8s", "base"));
 
-function environmentOf(component: string): Record<string, string> {
-  const configMap = objects.find((o) => o.kind === "ConfigMap" && o.metadata.name === `dataset-export-${component}`) as K8sObject & { data: Record<string, string> };
-  const deployment = objects.find((o) => o.kind === "Deployment" && o.metadata.name === `dataset-export-${component}`) as any;
-  const env: Record<string, string> = { ...configMap.data };
-  for (const variable of deployment.spec.template.spec.containers[0].env ?? []) {
-    if (variable.valueFrom?.secretKeyRef) env[variable.name] = SECRET_VALUES[variable.valueFrom.secretKeyRef.key];
-    else if (variable.value !== undefined) env[variable.name] = variable.value;
-  }
-  return env;
-}
+const environmentOf = (component: string) => containerEnvironment(objects, component, SECRET_VALUES);
 
 describe.each(Object.keys(SERVICES))("%s", (component) => {
   const { schema, load } = SERVICES[component];

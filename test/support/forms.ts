@@ -15,7 +15,8 @@ export interface ListedDataset {
   parentDataset?: string;
   childDatasets: string[];
   columns: ListedColumn[];
-  links: { csv: string };
+  links: { csv: string; deletions?: string };
+  rewriteToken?: string;
   changeToken: string;
 }
 

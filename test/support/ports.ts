@@ -1,15 +1,2 @@
-import { createServer } from "node:net";
-
-/** A TCP port that was free a moment ago (the OS picks it). */
-export function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const server = createServer();
-    server.unref();
-    server.on("error", reject);
-    server.listen(0, "127.0.0.1", () => {
-      const address = server.address();
-      const port = typeof address === "object" && address ? address.port : 0;
-      server.close(() => resolve(port));
-    });
-  });
-}
+/** A TCP port that was free a moment ago (the OS picks it); one implementation, shared with `npm start`. */
+export { freePort } from "../../scripts/lib/ports";

@@ -1,19 +1,36 @@
 import { createServer, connect, type Server, type Socket } from "node:net";
 
 /**
- * A TCP proxy in front of PostgreSQL for failure injection: `cut()` drops every connection and
- * refuses new ones (the database "goes away"); `restore()` lets connections through again.
+ * A TCP proxy for failure injection (in front of PostgreSQL, or between two services): `cut()` drops
+ * every connection and refuses new ones (the peer "goes away"); `restore()` lets connections through
+ * again; `setLatency(ms)` delays every chunk in both directions by that much (order kept).
  */
 export interface TcpProxy {
   port: number;
   cut(): void;
   restore(): void;
+  setLatency(ms: number): void;
   close(): Promise<void>;
 }
 
 export async function startTcpProxy(targetHost: string, targetPort: number): Promise<TcpProxy> {
   const sockets = new Set<Socket>();
   let open = true;
+  let latencyMs = 0;
+  /** Forwards chunks, each delivered latencyMs after it arrived and never before the one ahead of it. */
+  const forward = (from: Socket, to: Socket) => {
+    let lastDelivery = 0;
+    from.on("data", (chunk: Buffer) => {
+      if (latencyMs <= 0 && lastDelivery <= Date.now()) {
+        to.write(chunk);
+        return;
+      }
+      lastDelivery = Math.max(Date.now() + latencyMs, lastDelivery);
+      setTimeout(() => {
+        if (!to.destroyed) to.write(chunk);
+      }, lastDelivery - Date.now());
+    });
+  };
   const server: Server = createServer((client) => {
     if (!open) {
       client.destroy();
@@ -30,8 +47,8 @@ export async function startTcpProxy(targetHost: string, targetPort: number): Pro
     };
     client.on("error", drop).on("close", drop);
     upstream.on("error", drop).on("close", drop);
-    client.pipe(upstream);
-    upstream.pipe(client);
+    forward(client, upstream);
+    forward(upstream, client);
   });
   await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
   const address = server.address();
@@ -45,6 +62,9 @@ export async function startTcpProxy(targetHost: string, targetPort: number): Pro
     },
     restore() {
       open = true;
+    },
+    setLatency(ms: number) {
+      latencyMs = ms;
     },
     close: () =>
       new Promise((resolve) => {

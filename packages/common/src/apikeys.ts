@@ -29,6 +29,15 @@ export function hashApiKeySecret(secret: string, pepper: string): string {
   return createHmac("sha256", pepper).update(secret, "utf8").digest("hex");
 }
 
+/**
+ * A verifier of the pepper itself (HMAC of a fixed label keyed by it): stored once, it lets a tool
+ * tell that it was given another KEY_HASH_SECRET than the one the stored keys were hashed with,
+ * without storing or revealing the secret.
+ */
+export function keyHashSecretVerifier(pepper: string): string {
+  return createHmac("sha256", pepper).update("dataset-export/key-hash-secret-verifier/v1", "utf8").digest("hex");
+}
+
 /** Constant-time comparison of two hex hashes. */
 export function hashesEqual(a: string, b: string): boolean {
   const ba = Buffer.from(a, "hex");

@@ -27,6 +27,8 @@ export function parseConfig<S extends z.ZodObject<z.ZodRawShape>>(
 /** Reusable variable parsers. */
 export const env = {
   port: (def: number) => z.coerce.number().int().min(0).max(65535).default(def),
+  /** A port that may be left unset (e.g. METRICS_PORT: unset = that server does not start). */
+  optionalPort: () => z.coerce.number().int().min(0).max(65535).optional(),
   int: (def: number, min = 0, max = Number.MAX_SAFE_INTEGER) => z.coerce.number().int().min(min).max(max).default(def),
   url: () => z.string().url(),
   optionalString: () =>

@@ -62,66 +62,104 @@ export class AppError extends Error implements ProblemFields {
 
 export const isAppError = (e: unknown): e is AppError => e instanceof AppError;
 
-/** The catalogue of errors. Titles are the spec's; codes are the spec's and decisions.md's. */
+/** Longest stretch of caller input a `detail` quotes; the rest is cut (the caller knows what it sent). */
+const QUOTED_INPUT_MAX = 80;
+const QUOTABLE = /^[A-Za-z0-9_.~-]$/;
+
+/**
+ * Caller input as a `detail` may quote it: every character outside `[A-Za-z0-9_.~-]` is
+ * percent-encoded as UTF-8 (a lone surrogate as U+FFFD), so a problem body never carries markup,
+ * control characters or text that could pass for the service's own words, and long input is cut.
+ */
+export function quoteInput(value: string): string {
+  let out = "";
+  let count = 0;
+  for (const char of value) {
+    if (count++ === QUOTED_INPUT_MAX) return `'${out}…'`;
+    if (QUOTABLE.test(char)) {
+      out += char;
+      continue;
+    }
+    const code = char.codePointAt(0)!;
+    const wellFormed = code < 0xd800 || code > 0xdfff ? char : "\uFFFD";
+    for (const byte of Buffer.from(wellFormed, "utf8")) out += `%${byte.toString(16).toUpperCase().padStart(2, "0")}`;
+  }
+  return `'${out}'`;
+}
+
+/**
+ * The catalogue of errors: every errorCode a client can see, with its status and title. Titles are
+ * the spec's; codes are the spec's and decisions.md's. The factories below and the OpenAPI
+ * document's error list (services/gateway/src/openapi/document.ts) are both derived from it.
+ */
+export const ERROR_CATALOGUE = {
+  INVALID_PARAMETER: { status: 400, title: "Invalid parameter" },
+  INVALID_CURSOR: { status: 400, title: "Invalid cursor" },
+  MISSING_PARAMETER: { status: 400, title: "Missing required parameter" },
+  BAD_REQUEST: { status: 400, title: "Bad Request" },
+  REQUEST_TIMEOUT: { status: 408, title: "Request Timeout" },
+  HTTP_VERSION_NOT_SUPPORTED: { status: 400, title: "HTTP version not supported" },
+  REQUEST_HEADER_FIELDS_TOO_LARGE: { status: 431, title: "Request Header Fields Too Large" },
+  DELETIONS_CURSOR_EXPIRED: { status: 410, title: "Deletions cursor expired" },
+  UNAUTHORIZED: { status: 401, title: "Unauthorized" },
+  ORGANIZATION_NOT_CONFIGURED: { status: 404, title: "Organization not configured" },
+  DATASET_NOT_FOUND: { status: 404, title: "Dataset not found" },
+  NOT_FOUND: { status: 404, title: "Not Found" },
+  METHOD_NOT_ALLOWED: { status: 405, title: "Method Not Allowed" },
+  RATE_LIMITED: { status: 429, title: "Too Many Requests" },
+  INTERNAL_ERROR: { status: 500, title: "Internal Server Error" },
+  DATASET_NOT_EXPORTABLE: { status: 503, title: "Dataset cannot be exported" },
+  AUTH_UNAVAILABLE: { status: 503, title: "Authentication temporarily unavailable" },
+  DATABASE_UNAVAILABLE: { status: 503, title: "Database unavailable" },
+} as const satisfies Record<string, { status: number; title: string }>;
+
+export type ErrorCode = keyof typeof ERROR_CATALOGUE;
+
+/** An AppError of the catalogue: status and title come from its entry. */
+const catalogued = (errorCode: ErrorCode, fields: Omit<ProblemFields, "status" | "errorCode" | "title"> = {}) =>
+  new AppError({ status: ERROR_CATALOGUE[errorCode].status, errorCode, title: ERROR_CATALOGUE[errorCode].title, ...fields });
+
 export const Errors = {
   invalidParameter: (errors: Record<string, string[]>, detail?: string) =>
-    new AppError({
-      status: 400,
-      errorCode: "INVALID_PARAMETER",
-      title: "Invalid parameter",
-      detail: detail ?? Object.values(errors).flat().join("; "),
-      errors,
+    catalogued("INVALID_PARAMETER", { detail: detail ?? Object.values(errors).flat().join("; "), errors }),
+  invalidCursor: (detail: string) => catalogued("INVALID_CURSOR", { detail }),
+  /** A deletions cursor positioned before tombstones that retention has since pruned (docs/api.md, deletions). */
+  deletionsCursorExpired: (key: string) =>
+    catalogued("DELETIONS_CURSOR_EXPIRED", {
+      detail: `Deletions after this cursor of dataset '${key}' are older than the retention and have been pruned. Re-read the dataset in full, then restart its deletion feed without a cursor.`,
     }),
-  invalidCursor: (detail: string) =>
-    new AppError({ status: 400, errorCode: "INVALID_CURSOR", title: "Invalid cursor", detail }),
-  missingParameter: (name: string, detail: string) =>
-    new AppError({
-      status: 400,
-      errorCode: "MISSING_PARAMETER",
-      title: "Missing required parameter",
-      detail,
-      errors: { [name]: [detail] },
+  missingParameter: (name: string, detail: string) => catalogued("MISSING_PARAMETER", { detail, errors: { [name]: [detail] } }),
+  /**
+   * RFC 6750: the challenge names the scheme; `invalidToken` when a credential was sent and refused
+   * (a missing one gets the bare challenge). The body never explains (the contract's 401).
+   */
+  unauthorized: (invalidToken = false) =>
+    catalogued("UNAUTHORIZED", {
+      headers: { "WWW-Authenticate": `Bearer realm="dataset-export"${invalidToken ? ', error="invalid_token"' : ""}` },
     }),
-  unauthorized: () => new AppError({ status: 401, errorCode: "UNAUTHORIZED", title: "Unauthorized" }),
   organizationNotConfigured: () =>
-    new AppError({
-      status: 404,
-      errorCode: "ORGANIZATION_NOT_CONFIGURED",
-      title: "Organization not configured",
-      detail: "The organization of this API key is not enabled for export. Contact support.",
-    }),
+    catalogued("ORGANIZATION_NOT_CONFIGURED", { detail: "The organization of this API key is not enabled for export. Contact support." }),
   datasetNotFound: (key: string) =>
-    new AppError({
-      status: 404,
-      errorCode: "DATASET_NOT_FOUND",
-      title: "Dataset not found",
-      detail: `No dataset '${key}' exists. Re-read the listing at /v1/datasets.`,
-    }),
+    catalogued("DATASET_NOT_FOUND", { detail: `No dataset ${quoteInput(key)} exists. Re-read the listing at /v1/datasets.` }),
   /** The HTTP request itself could not be parsed (answered before any route is involved). */
-  badRequest: () =>
-    new AppError({ status: 400, errorCode: "BAD_REQUEST", title: "Bad Request", detail: "The HTTP request could not be parsed." }),
+  badRequest: (detail = "The HTTP request could not be parsed.") => catalogued("BAD_REQUEST", { detail }),
+  /** The client did not finish sending its request's header section in time (answered before routing). */
+  requestTimeout: () => catalogued("REQUEST_TIMEOUT", { detail: "The request's header section did not arrive in time." }),
   headersTooLarge: () =>
-    new AppError({
-      status: 431,
-      errorCode: "REQUEST_HEADER_FIELDS_TOO_LARGE",
-      title: "Request Header Fields Too Large",
-      detail: "The request's header section is larger than the server accepts.",
+    catalogued("REQUEST_HEADER_FIELDS_TOO_LARGE", { detail: "The request's header section is larger than the server accepts." }),
+  /**
+   * A streamed page over HTTP/1.0 has neither a length nor chunked framing, so a cut page would read
+   * as a complete one: refused (400, not 505: it is the caller's to fix, and 5xx would be retried).
+   */
+  httpVersionNotSupported: (version: string) =>
+    catalogued("HTTP_VERSION_NOT_SUPPORTED", {
+      detail: `CSV pages are only served over HTTP/1.1 or later (this request arrived as ${version}): over HTTP/1.0 an aborted page could not be told from a complete one.`,
     }),
-  routeNotFound: () =>
-    new AppError({ status: 404, errorCode: "NOT_FOUND", title: "Not Found", detail: "No endpoint matches this path." }),
+  routeNotFound: () => catalogued("NOT_FOUND", { detail: "No endpoint matches this path." }),
   methodNotAllowed: (allow: string[]) =>
-    new AppError({
-      status: 405,
-      errorCode: "METHOD_NOT_ALLOWED",
-      title: "Method Not Allowed",
-      detail: `Allowed methods: ${allow.join(", ")}.`,
-      headers: { Allow: allow.join(", ") },
-    }),
+    catalogued("METHOD_NOT_ALLOWED", { detail: `Allowed methods: ${allow.join(", ")}.`, headers: { Allow: allow.join(", ") } }),
   rateLimited: (fields: { limit: number; retryAfter: number; reset: number; detail: string }) =>
-    new AppError({
-      status: 429,
-      errorCode: "RATE_LIMITED",
-      title: "Too Many Requests",
+    catalogued("RATE_LIMITED", {
       detail: fields.detail,
       retryAfter: fields.retryAfter,
       omitTraceId: true,
@@ -131,23 +169,12 @@ export const Errors = {
         "RateLimit-Reset": String(fields.reset),
       },
     }),
-  internal: () =>
-    new AppError({
-      status: 500,
-      errorCode: "INTERNAL_ERROR",
-      title: "Internal Server Error",
-      detail: "An unexpected error occurred. Quote the traceId when contacting support.",
-    }),
-  datasetNotExportable: (detail: string) =>
-    new AppError({ status: 503, errorCode: "DATASET_NOT_EXPORTABLE", title: "Dataset cannot be exported", detail }),
+  internal: () => catalogued("INTERNAL_ERROR", { detail: "An unexpected error occurred. Quote the traceId when contacting support." }),
+  datasetNotExportable: (detail: string) => catalogued("DATASET_NOT_EXPORTABLE", { detail }),
   authUnavailable: (retryAfter = 5) =>
-    new AppError({
-      status: 503,
-      errorCode: "AUTH_UNAVAILABLE",
-      title: "Authentication temporarily unavailable",
+    catalogued("AUTH_UNAVAILABLE", {
       detail: "The key store did not answer; the key itself is fine. Retry after the indicated delay.",
       retryAfter,
     }),
-  databaseUnavailable: (detail = "A database operation failed. Retry with exponential backoff.") =>
-    new AppError({ status: 503, errorCode: "DATABASE_UNAVAILABLE", title: "Database unavailable", detail }),
+  databaseUnavailable: (detail = "A database operation failed. Retry with exponential backoff.") => catalogued("DATABASE_UNAVAILABLE", { detail }),
 };

@@ -1,11 +1,15 @@
-import pino, { type Logger } from "pino";
-import { trace } from "@opentelemetry/api";
+import pino, { type DestinationStream, type Logger } from "pino";
+import { isSpanContextValid, trace } from "@opentelemetry/api";
 
 export type { Logger };
 
-/** Structured JSON logs with the active trace id. Secrets are redacted by path. */
-export function createLogger(service: string, level = process.env.LOG_LEVEL ?? "info"): Logger {
-  return pino({
+/**
+ * Structured JSON logs with the active trace id (every line written inside a request's context:
+ * the caller's trace id even when spans are not exported, see telemetry.ts). Secrets are redacted
+ * by path. Lines go to stdout unless a destination is given (tests).
+ */
+export function createLogger(service: string, level = process.env.LOG_LEVEL ?? "info", destination?: DestinationStream): Logger {
+  const options: pino.LoggerOptions = {
     name: service,
     level,
     base: { service },
@@ -14,9 +18,9 @@ export function createLogger(service: string, level = process.env.LOG_LEVEL ?? "
       censor: "[redacted]",
     },
     mixin() {
-      const span = trace.getActiveSpan();
-      const ctx = span?.spanContext();
-      return ctx ? { traceId: ctx.traceId, spanId: ctx.spanId } : {};
+      const ctx = trace.getActiveSpan()?.spanContext();
+      return ctx && isSpanContextValid(ctx) ? { traceId: ctx.traceId, spanId: ctx.spanId } : {};
     },
-  });
+  };
+  return destination ? pino(options, destination) : pino(options);
 }

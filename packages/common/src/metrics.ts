@@ -1,7 +1,6 @@
 import { createServer, type Server } from "node:http";
 import type { AddressInfo } from "node:net";
 import { collectDefaultMetrics, Counter, Gauge, Histogram, Registry } from "prom-client";
-import { AppError } from "./errors";
 
 /**
  * The Prometheus metric set of the whole system. Every service builds the same registry (so
@@ -18,13 +17,18 @@ export const EXPORT_FAMILIES = ["resource", "deviations", "submission", "grid"] 
 export type ExportFamily = (typeof EXPORT_FAMILIES)[number];
 
 /** Why a CSV stream ended before its last byte. */
-export const STREAM_ABORT_REASONS = ["client_disconnect", "upstream_error", "render_error", "timeout", "shutdown", "other"] as const;
+export const STREAM_ABORT_REASONS = ["client_disconnect", "stalled", "upstream_error", "render_error", "timeout", "shutdown", "other"] as const;
 export type StreamAbortReason = (typeof STREAM_ABORT_REASONS)[number];
 
 export type RateLimitKind = "concurrency" | "window";
+/** Why the HTTP listener closed a connection without reading it. */
+export type ConnectionRefusalReason = "max_connections";
 export type AuthCacheResult = "hit" | "miss" | "negative_hit";
 export const REBUILD_OUTCOMES = ["success", "failure", "superseded"] as const;
 export type RebuildOutcome = (typeof REBUILD_OUTCOMES)[number];
+/** Kinds of what holds the export visibility horizon back (docs/export.md); no organization label. */
+export const VISIBILITY_HORIZON_HOLDERS = ["undeclared_writer", "declared_writer", "pending_changes", "reader_ignored"] as const;
+export type VisibilityHorizonHolder = (typeof VISIBILITY_HORIZON_HOLDERS)[number];
 
 const MISNAMED_DEFAULT_GAUGES = ["nodejs_active_handles_total", "nodejs_active_requests_total", "nodejs_active_resources_total"];
 
@@ -82,17 +86,21 @@ export class ServiceMetrics {
   readonly exportRows: Counter<"family">;
   readonly exportBytes: Counter<"family">;
   readonly exportStreamAborts: Counter<"reason">;
+  readonly replicaFallbacks: Counter<"reads">;
   readonly rateLimitRejections: Counter<"limit">;
+  readonly httpConnectionsRefused: Counter<"reason">;
+  readonly httpOpenConnections: Gauge;
   readonly authCacheLookups: Counter<"result">;
   readonly problemResponses: Counter<"status" | "error_code">;
   readonly rebuildDuration: Histogram<"outcome">;
   readonly rebuilds: Counter<"outcome">;
   readonly maintenanceLag: Gauge;
-  readonly visibilityHorizonLag: Gauge;
+  readonly visibilityHorizonLag: Gauge<"holder">;
   readonly dbPoolConnections: Gauge<"pool" | "state">;
   readonly sharedStoreFallback: Gauge;
   readonly buildInfo: Gauge<"image_tag" | "commit" | "version">;
   private readonly pools = new Map<string, PoolLike>();
+  private openConnections?: () => Promise<number>;
 
   constructor(options: MetricsOptions = {}) {
     const registers = [(this.registry = new Registry())];
@@ -147,11 +155,32 @@ export class ServiceMetrics {
       labelNames: ["reason"],
       registers,
     });
+    this.replicaFallbacks = new Counter({
+      name: "export_replica_fallbacks_total",
+      help: "Reads meant for the DATABASE_READ_URL standby that went to the primary because the standby lagged past READ_REPLICA_MAX_WAIT_MS, by what was read.",
+      labelNames: ["reads"],
+      registers,
+    });
     this.rateLimitRejections = new Counter({
       name: "ratelimit_rejections_total",
       help: "Requests rejected with 429, by the per-organization limit that was reached.",
       labelNames: ["limit"],
       registers,
+    });
+    this.httpConnectionsRefused = new Counter({
+      name: "http_connections_refused_total",
+      help: "Connections the HTTP listener closed at once, unread, by reason (max_connections: HTTP_MAX_CONNECTIONS were open).",
+      labelNames: ["reason"],
+      registers,
+    });
+    const metrics = this;
+    this.httpOpenConnections = new Gauge({
+      name: "http_open_connections",
+      help: "Connections the HTTP listener holds open (compare with HTTP_MAX_CONNECTIONS).",
+      registers,
+      async collect() {
+        if (metrics.openConnections) this.set(await metrics.openConnections());
+      },
     });
     this.authCacheLookups = new Counter({
       name: "auth_cache_lookups_total",
@@ -185,7 +214,8 @@ export class ServiceMetrics {
     });
     this.visibilityHorizonLag = new Gauge({
       name: "export_visibility_horizon_lag_seconds",
-      help: "How far behind the current time the last export page's visibility horizon was: rows newer than it wait for older open transactions or unapplied form changes.",
+      help: "How far behind the current time the last export page's visibility horizon was held, by holder kind: undeclared_writer / declared_writer (open transactions that hold a transaction id; declared ones only for their own organization), pending_changes (unapplied form changes), reader_ignored (an open read-only transaction, which does not hold it: reported only).",
+      labelNames: ["holder"],
       registers,
     });
     const pools = this.pools;
@@ -223,7 +253,7 @@ export class ServiceMetrics {
     );
     this.sharedStoreFallback.set(0);
     this.maintenanceLag.set(0);
-    this.visibilityHorizonLag.set(0);
+    for (const holder of VISIBILITY_HORIZON_HOLDERS) this.visibilityHorizonLag.set({ holder }, 0);
   }
 
   observeHttpRequest(o: HttpObservation): void {
@@ -248,9 +278,22 @@ export class ServiceMetrics {
     if (bytes > 0) this.exportBytes.inc({ family }, bytes);
   }
 
-  /** Seconds between now and the visibility horizon of the page just planned. */
-  observeVisibilityHorizonLag(seconds: number): void {
-    this.visibilityHorizonLag.set(Math.max(0, seconds));
+  /** Seconds each kind of holder kept the horizon of the page just planned behind now (0: none). */
+  observeVisibilityHorizonLag(secondsByHolder: Record<VisibilityHorizonHolder, number>): void {
+    for (const holder of VISIBILITY_HORIZON_HOLDERS) this.visibilityHorizonLag.set({ holder }, Math.max(0, secondsByHolder[holder] ?? 0));
+  }
+
+  /**
+   * A read meant for the hot standby went to the primary (the standby lagged past the bound):
+   * `page` an export page, `listing` a dataset listing. Call exposeReplicaFallbacks() at start-up
+   * where a standby is configured, so the first fallback is an increase from 0.
+   */
+  recordReplicaFallback(reads: "page" | "listing"): void {
+    this.replicaFallbacks.inc({ reads });
+  }
+
+  exposeReplicaFallbacks(reads: "page" | "listing"): void {
+    this.replicaFallbacks.inc({ reads }, 0);
   }
 
   recordStreamAbort(reason: StreamAbortReason): void {
@@ -261,8 +304,28 @@ export class ServiceMetrics {
     this.rateLimitRejections.inc({ limit });
   }
 
+  recordRefusedConnection(reason: ConnectionRefusalReason): void {
+    this.httpConnectionsRefused.inc({ reason });
+  }
+
+  /** Reports the listener's open connections at every scrape. */
+  observeOpenConnections(count: () => Promise<number>): void {
+    this.openConnections = count;
+  }
+
   recordAuthCacheLookup(result: AuthCacheResult): void {
     this.authCacheLookups.inc({ result });
+  }
+
+  /**
+   * Exposes every rebuild outcome at 0 before the first rebuild, in the service that runs them: a
+   * counter series born at 1 shows no increase(), so the first failure would never alert.
+   */
+  initRebuildSeries(): void {
+    for (const outcome of REBUILD_OUTCOMES) {
+      this.rebuilds.inc({ outcome }, 0);
+      this.rebuildDuration.zero({ outcome });
+    }
   }
 
   observeRebuild(outcome: RebuildOutcome, durationSeconds: number): void {
@@ -301,51 +364,6 @@ export function buildInfoFromEnv(env: Record<string, string | undefined> = proce
 function normalizeMethod(method: string): string {
   const upper = method.toUpperCase();
   return HTTP_METHODS.has(upper) ? upper : "OTHER";
-}
-
-/** gRPC status code names, by the HTTP status of the AppError a handler threw (mirrors @exportsvc/rpc). */
-export function grpcCodeNameForError(err: unknown): string {
-  if (!(err instanceof AppError)) return "INTERNAL";
-  switch (err.status) {
-    case 400:
-      return "INVALID_ARGUMENT";
-    case 401:
-      return "UNAUTHENTICATED";
-    case 404:
-      return "NOT_FOUND";
-    case 429:
-      return "RESOURCE_EXHAUSTED";
-    case 503:
-      return "UNAVAILABLE";
-    default:
-      return "INTERNAL";
-  }
-}
-
-type AsyncMethod = (...args: any[]) => Promise<unknown>;
-
-/**
- * Wraps the async methods of a gRPC service implementation (the shape @exportsvc/rpc's addService
- * takes) so every call is counted and timed. Method names are the proto method names' local form.
- */
-export function instrumentServiceImpl<T extends Record<string, AsyncMethod>>(metrics: ServiceMetrics, service: string, impl: T): T {
-  const wrapped: Record<string, AsyncMethod> = {};
-  for (const [method, fn] of Object.entries(impl)) {
-    wrapped[method] = async (...args: unknown[]) => {
-      const started = process.hrtime.bigint();
-      const observe = (code: string) =>
-        metrics.observeGrpcCall({ service, method, code, durationSeconds: Number(process.hrtime.bigint() - started) / 1e9 });
-      try {
-        const result = await fn.apply(impl, args);
-        observe("OK");
-        return result;
-      } catch (err) {
-        observe(grpcCodeNameForError(err));
-        throw err;
-      }
-    };
-  }
-  return wrapped as T;
 }
 
 export interface MetricsServer {

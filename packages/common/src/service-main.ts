@@ -1,6 +1,6 @@
 import { runMain } from "./config";
 import { createLogger, type Logger } from "./logger";
-import { initTelemetry } from "./telemetry";
+import { activeTelemetry } from "./telemetry";
 
 /** What a service's start() resolves with: something that stops gracefully. */
 export interface StoppableService {
@@ -8,33 +8,34 @@ export interface StoppableService {
 }
 
 export interface ServiceMainOptions<Config, Service extends StoppableService> {
-  /** Service name for traces and logs ("catalog", "gateway", ...). */
+  /** Service name for logs ("catalog", "gateway", ...). */
   name: string;
   /** Parses the environment; a ConfigError here ends the process before anything else starts. */
   loadConfig: () => Config;
   logLevel: (config: Config) => string;
-  /**
-   * Starts the service. It must load the modules that instrumentation patches (grpc-js, pg, koa)
-   * only when called: tracing starts between loadConfig and start.
-   */
   start: (config: Config, log: Logger) => Promise<Service>;
 }
 
 /**
- * A service process's main: configuration (fail fast), then tracing, then the service; SIGTERM or
+ * A service process's main (src/main.ts): configuration (fail fast), then the service; SIGTERM or
  * SIGINT stops it gracefully, flushes traces and exits (1 when the stop failed).
+ *
+ * Tracing is not started here: the service's src/tracing.ts starts it, loaded by
+ * `node --import` before main.ts, so that instrumentation patches grpc-js, pg and koa as they are
+ * first required. A process started without it runs untraced, and says so.
  */
 export function runService<Config, Service extends StoppableService>(options: ServiceMainOptions<Config, Service>): void {
   runMain(async () => {
     const config = options.loadConfig();
-    const telemetry = initTelemetry(options.name);
     const log = createLogger(options.name, options.logLevel(config));
+    const telemetry = activeTelemetry();
+    if (!telemetry) log.warn(`tracing was not preloaded: start with node --import <services/${options.name}>/src/tracing (docs/observability.md)`);
     const service = await options.start(config, log);
     const onSignal = (signal: NodeJS.Signals) => {
       log.info({ signal }, "stopping");
       service
         .stop()
-        .then(() => telemetry.shutdown())
+        .then(() => telemetry?.shutdown())
         .then(
           () => process.exit(0),
           (err: unknown) => {

@@ -17,6 +17,8 @@ describe("the exposition passes promtool check metrics", () => {
     metrics.recordStreamAbort("timeout");
     metrics.recordRateLimitRejection("concurrency");
     metrics.recordAuthCacheLookup("miss");
+    metrics.recordRefusedConnection("max_connections");
+    metrics.observeOpenConnections(async () => 3);
     metrics.observeRebuild("superseded", 1);
     metrics.observePool({ totalCount: 1, idleCount: 1, waitingCount: 0 });
     const exposition = await metrics.registry.metrics();

@@ -1,6 +1,5 @@
 import { request } from "node:http";
-import { Errors } from "../src/errors";
-import { createMetrics, instrumentServiceImpl, startMetricsServer, type PoolLike } from "../src/metrics";
+import { createMetrics, startMetricsServer, type PoolLike } from "../src/metrics";
 
 /** The metric families every dashboard, alert and runbook relies on. */
 const SYSTEM_METRICS = [
@@ -14,6 +13,8 @@ const SYSTEM_METRICS = [
   "ratelimit_rejections_total",
   "auth_cache_lookups_total",
   "http_problem_responses_total",
+  "http_connections_refused_total",
+  "http_open_connections",
   "dataset_rebuild_duration_seconds",
   "dataset_rebuilds_total",
   "dataset_maintenance_lag_seconds",
@@ -80,6 +81,18 @@ describe("createMetrics", () => {
     expect(sample(text, "http_request_duration_seconds_count", { route: "/v1/datasets/:key/csv" })).toBe(2);
   });
 
+  it("counts refused connections and reads the listener's open connections at scrape time", async () => {
+    const metrics = createMetrics({ defaultMetrics: false });
+    let open = 5;
+    metrics.observeOpenConnections(async () => open);
+    metrics.recordRefusedConnection("max_connections");
+    metrics.recordRefusedConnection("max_connections");
+    expect(sample(await metrics.registry.metrics(), "http_connections_refused_total", { reason: "max_connections" })).toBe(2);
+    expect(sample(await metrics.registry.metrics(), "http_open_connections")).toBe(5);
+    open = 9;
+    expect(sample(await metrics.registry.metrics(), "http_open_connections")).toBe(9);
+  });
+
   it("counts problem responses by status and errorCode, refusing free-form codes", async () => {
     const metrics = createMetrics({ defaultMetrics: false });
     metrics.recordProblem(503, "AUTH_UNAVAILABLE");
@@ -137,28 +150,6 @@ describe("createMetrics", () => {
     text = await metrics.registry.metrics();
     expect(sample(text, "db_pool_connections", { pool: "main", state: "total" })).toBe(10);
     expect(sample(text, "db_pool_connections", { pool: "main", state: "waiting" })).toBe(7);
-  });
-
-  it("instruments gRPC handlers with their status code, passing results and errors through", async () => {
-    const metrics = createMetrics({ defaultMetrics: false });
-    const impl = instrumentServiceImpl(metrics, "exportsvc.v1.CatalogService", {
-      listDatasets: async (req: { ok: boolean }) => {
-        if (!req.ok) throw Errors.databaseUnavailable();
-        return { datasets: [] };
-      },
-      broken: async () => {
-        throw new Error("bug");
-      },
-    });
-    await expect(impl.listDatasets({ ok: true })).resolves.toEqual({ datasets: [] });
-    await expect(impl.listDatasets({ ok: false })).rejects.toMatchObject({ errorCode: "DATABASE_UNAVAILABLE" });
-    await expect(impl.broken()).rejects.toThrow("bug");
-    const text = await metrics.registry.metrics();
-    const labels = { grpc_service: "exportsvc.v1.CatalogService", grpc_method: "listDatasets" };
-    expect(sample(text, "grpc_server_handled_total", { ...labels, grpc_code: "OK" })).toBe(1);
-    expect(sample(text, "grpc_server_handled_total", { ...labels, grpc_code: "UNAVAILABLE" })).toBe(1);
-    expect(sample(text, "grpc_server_handled_total", { grpc_method: "broken", grpc_code: "INTERNAL" })).toBe(1);
-    expect(sample(text, "grpc_server_handling_seconds_count", labels)).toBe(2);
   });
 });
 

@@ -3,8 +3,7 @@ import { join } from "node:path";
 
 const ROOT = join(__dirname, "..", "..", "..");
 const FIXTURE = join(__dirname, "fixtures", "run-service-process.ts");
-// What `npx tsx` runs, without npm's own start-up on every call.
-const TSX = join(ROOT, "node_modules", ".bin", "tsx");
+const TRACING = join(__dirname, "fixtures", "tracing.ts");
 // Each run starts a TypeScript process; on a busy 2-core machine that takes seconds.
 const CHILD_PROCESS_TIMEOUT = 120_000;
 
@@ -14,11 +13,15 @@ interface Outcome {
   stderr: string;
 }
 
-/** Runs the fixture; once it logs that it is ready, sends `signal` (if any). */
-function runFixture(mode: string, signal?: NodeJS.Signals): Promise<Outcome> {
+/**
+ * Runs the fixture as services run (`node --import <tracing> main`, through tsx), or without the
+ * tracing preload; once it logs that it is ready, sends `signal` (if any).
+ */
+function runFixture(mode: string, signal?: NodeJS.Signals, preload = true): Promise<Outcome> {
   const env: NodeJS.ProcessEnv = { ...process.env, RUN_SERVICE_FIXTURE: mode, OTEL_TRACES_EXPORTER: "console", OTEL_SERVICE_NAME: "" };
+  const args = ["--import", "tsx", ...(preload ? ["--import", TRACING] : []), FIXTURE];
   return new Promise((resolve, reject) => {
-    const child = spawn(TSX, [FIXTURE], { cwd: ROOT, env });
+    const child = spawn(process.execPath, args, { cwd: ROOT, env });
     let stdout = "";
     let stderr = "";
     child.stdout.on("data", (chunk: Buffer) => {
@@ -42,13 +45,24 @@ const logMessages = (stdout: string): string[] =>
 
 describe("runService", () => {
   it(
-    "reads configuration before tracing starts, starts the service after, and exits 0 after a graceful stop on SIGTERM",
+    "runs with tracing preloaded before configuration and the service, and exits 0 after a graceful stop on SIGTERM",
     async () => {
       const { code, stdout } = await runFixture("normal", "SIGTERM");
-      expect(stdout).toContain("config: tracing loaded=false");
+      expect(stdout).toContain("config: tracing loaded=true");
       expect(stdout).toContain("start: tracing loaded=true");
       expect(stdout).toContain("service stopped");
       expect(logMessages(stdout)).toEqual(["fixture ready", "stopping"]);
+      expect(code).toBe(0);
+    },
+    CHILD_PROCESS_TIMEOUT,
+  );
+
+  it(
+    "without the tracing preload, runs untraced and says so",
+    async () => {
+      const { code, stdout } = await runFixture("normal", "SIGTERM", false);
+      expect(stdout).toContain("start: tracing loaded=false");
+      expect(logMessages(stdout)).toEqual([expect.stringContaining("tracing was not preloaded"), "fixture ready", "stopping"]);
       expect(code).toBe(0);
     },
     CHILD_PROCESS_TIMEOUT,

@@ -13,7 +13,8 @@ import { createHash, createHmac, timingSafeEqual } from "node:crypto";
  *   [26..30) row_index, int32 big-endian (0 on datasets without row_index; `int4send`)
  *   [30..46) tag = SHA-256(datasetMacKey || bytes[0..30))[0..16)
  * datasetMacKey = HMAC-SHA256(secret, "exportsvc/cursor/v<version>" 0x00 organization id 0x00 dataset
- * key 0x00 shape fingerprint)[0..16): the organization, the dataset and its row shape are bound through
+ * key 0x00 row shape)[0..16) (row shape: rowShape() in registry.ts; cursors issued before it existed
+ * carry the column fingerprint there, see services/export/src/cursor-check.ts): the organization, the dataset and its row shape are bound through
  * the key of the MAC, not the payload (dataset keys repeat across organizations, so the key alone would
  * let one organization's cursor page another's dataset of the same key and shape). The MAC input is fixed-length (46 bytes, one SHA-256 block) and the output truncated, so
  * this secret-prefix construction admits no length extension; it costs one SHA-256 compression per
@@ -80,7 +81,8 @@ export interface CursorBinding {
   /** Canonical uuid text; compared case-insensitively. */
   organizationId: string;
   datasetKey: string;
-  shapeFingerprint: string;
+  /** rowShape() of the dataset (or, for cursors issued before row shapes, its column fingerprint then). */
+  rowShape: string;
 }
 
 /** A paging position: strictly after this row. */
@@ -100,6 +102,8 @@ export type CursorProblem =
   | "retired_version"
   | "unknown_signing_key"
   | "other_dataset"
+  /** A CSV cursor sent to the deletion feed, or a deletions cursor to the CSV endpoint. */
+  | "other_feed"
   | "reshaped_dataset";
 
 /** A cursor whose structure is sound; its MAC is not checked yet. */
@@ -122,7 +126,7 @@ export function datasetMacKey(secret: Buffer, version: number, binding: CursorBi
     .update(Buffer.from([0]))
     .update(binding.datasetKey, "utf8")
     .update(Buffer.from([0]))
-    .update(binding.shapeFingerprint, "utf8")
+    .update(binding.rowShape, "utf8")
     .digest()
     .subarray(0, MAC_KEY_BYTES);
 }

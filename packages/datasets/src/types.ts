@@ -1,32 +1,35 @@
+// The domain's enumerations, each defined once here (as a list for validators, and as its type).
+
 /** Column data types of the listing. The vocabulary is additive; unknown values read as text. */
-export type DataType = "text" | "number" | "boolean" | "dateTime" | "localDateTime" | "date" | "uuid";
+export const DATA_TYPES = ["text", "number", "boolean", "dateTime", "localDateTime", "date", "uuid"] as const;
+export type DataType = (typeof DATA_TYPES)[number];
 
-export type ResourceKind =
-  | "suppliers"
-  | "customers"
-  | "products"
-  | "product_categories"
-  | "equipment"
-  | "chemicals"
-  | "employees"
-  | "areas"
-  | "lots"
-  | "recipes"
-  | "documents";
+/** Resource kinds as stored (snake_case); each has one `resources_<kind>` dataset. */
+export const RESOURCE_KINDS = [
+  "suppliers",
+  "customers",
+  "products",
+  "product_categories",
+  "equipment",
+  "chemicals",
+  "employees",
+  "areas",
+  "lots",
+  "recipes",
+  "documents",
+] as const;
+export type ResourceKind = (typeof RESOURCE_KINDS)[number];
 
-export type AttributeType =
-  | "Text"
-  | "Number"
-  | "Date"
-  | "DateTime"
-  | "Document"
-  | "SingleDocument"
-  | "Select"
-  | "MultiSelect"
-  | "Boolean"
-  | "Url"
-  | "Email"
-  | "Phone";
+/** Custom attribute types (how each exports: attributeDataType in definitions.ts). */
+export const ATTRIBUTE_TYPES = ["Text", "Number", "Date", "DateTime", "Document", "SingleDocument", "Select", "MultiSelect", "Boolean", "Url", "Email", "Phone"] as const;
+export type AttributeType = (typeof ATTRIBUTE_TYPES)[number];
+
+/** Form field types of the field model stored in `form_versions.fields` (see docs/source-model.md). */
+export const FIELD_TYPES = [
+  "text", "paragraph", "email", "phone", "time", "number", "yesNo", "date", "dateTime", "select", "checkboxGroup",
+  "survey", "signature", "resourceSelect", "attachment", "photo", "grid", "heading", "instructions",
+] as const;
+export type FieldType = (typeof FIELD_TYPES)[number];
 
 /** Where a column's value comes from; stored in dataset_registry.columns[].source. */
 export type ColumnSource =

@@ -3,7 +3,7 @@ import { CURRENT_CURSOR_VERSION, CursorCodec, CursorKeyring, PG_EPOCH_OFFSET_MIC
 
 const keyring = CursorKeyring.parse("5:first-secret-0123456789,6:second-secret-0123456789");
 const codec = new CursorCodec({ keyring });
-const binding = { organizationId: "0b0b0b0b-0000-4000-8000-0000000000a1", datasetKey: "resources_suppliers", shapeFingerprint: "abc123" };
+const binding = { organizationId: "0b0b0b0b-0000-4000-8000-0000000000a1", datasetKey: "resources_suppliers", rowShape: "abc123" };
 const position: CursorPosition = { lastModifiedMicros: 1_710_058_530_123_456n, id: randomUUID(), rowIndex: 7 };
 
 describe("CursorKeyring.parse", () => {
@@ -47,7 +47,7 @@ describe("CursorCodec", () => {
     expect(codec.verify(parsed.cursor, { ...binding, organizationId: "0b0b0b0b-0000-4000-8000-0000000000a2" })).toBe(false);
     expect(codec.verify(parsed.cursor, { ...binding, organizationId: binding.organizationId.toUpperCase() })).toBe(true);
     expect(codec.verify(parsed.cursor, { ...binding, datasetKey: "resources_customers" })).toBe(false);
-    expect(codec.verify(parsed.cursor, { ...binding, shapeFingerprint: "other" })).toBe(false);
+    expect(codec.verify(parsed.cursor, { ...binding, rowShape: "other" })).toBe(false);
     expect(cursor).toBe(codec.encode(position, { ...binding }));
   });
 

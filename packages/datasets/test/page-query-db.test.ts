@@ -21,7 +21,6 @@ describe("page query in PostgreSQL", () => {
         key: "resources_chemicals",
         kind: "resource",
         sourceRef: "chemicals",
-        shapeFingerprint: "f",
         columns: [
           { key: "id", dataType: "uuid", source: { kind: "core", name: "id" } },
           { key: "n", dataType: "number", source: { kind: "attribute", attributeId: attr, attributeType: "Number" } },

@@ -1,6 +1,7 @@
 import { randomUUID } from "node:crypto";
 import { CURRENT_CURSOR_VERSION, CursorCodec, CursorKeyring, datasetMacKey } from "../src/cursor";
 import { buildPageQuery, type PageDataset } from "../src/sql/page-query";
+import { rowShape } from "../src/registry";
 import { InvalidLiteralError, tableIdentifier, timestamptzLiteral, uuidLiteral } from "../src/sql/literals";
 import { attributeExpression } from "../src/sql/attributes";
 
@@ -10,7 +11,6 @@ const suppliers: PageDataset = {
   key: "resources_suppliers",
   kind: "resource",
   sourceRef: "suppliers",
-  shapeFingerprint: "f",
   columns: [
     { key: "id", dataType: "uuid", source: { kind: "core", name: "id" } },
     { key: "last_modified", dataType: "dateTime", source: { kind: "core", name: "last_modified" } },
@@ -20,7 +20,6 @@ const grid: PageDataset = {
   key: "inspection__rows",
   kind: "grid",
   sourceRef: "form",
-  shapeFingerprint: "g",
   tableName: "form_ds.t_123",
   columns: [
     { key: "id", dataType: "uuid", source: { kind: "table", column: "id" } },
@@ -77,7 +76,7 @@ describe("buildPageQuery", () => {
 
   it("signs cursors with the MAC key of the requesting organization's dataset and shape", () => {
     const macKeyHex = (organizationId: string) =>
-      datasetMacKey(codec.keyring.signing.secret, CURRENT_CURSOR_VERSION, { organizationId, datasetKey: suppliers.key, shapeFingerprint: "f" }).toString("hex");
+      datasetMacKey(codec.keyring.signing.secret, CURRENT_CURSOR_VERSION, { organizationId, datasetKey: suppliers.key, rowShape: rowShape(suppliers) }).toString("hex");
     const other = randomUUID();
     const sql = buildPageQuery(suppliers, { organizationId: org, limit: 25 }, codec);
     expect(sql).toContain(`'\\x${macKeyHex(org)}'::bytea`);

@@ -44,53 +44,7 @@ export const ApiKeySchema = new EntitySchema<ApiKey>({
   },
 });
 
-export interface RegistryColumn {
-  key: string;
-  dataType: string;
-  label?: string;
-  /** How the export reads the value; interpreted by @exportsvc/datasets. */
-  source: Record<string, unknown>;
-}
+// dataset_registry has one owner, @exportsvc/datasets (registry.ts): its rows are read and written
+// there with plain SQL, never through the ORM, so no entity of it is declared here.
 
-/** A dataset key of an organization (table dataset_registry). */
-export interface DatasetRegistryEntry {
-  organizationId: string;
-  key: string;
-  kind: "resource" | "deviations" | "submission" | "grid";
-  sourceRef: string;
-  displayName?: string | null;
-  parentKey?: string | null;
-  columns: RegistryColumn[];
-  nameAssignments: Record<string, string>;
-  shapeFingerprint: string;
-  generation: number;
-  state: "ready" | "failed" | "retired";
-  tableName?: string | null;
-  error?: string | null;
-  createdAt: Date;
-  updatedAt: Date;
-}
-
-export const DatasetRegistrySchema = new EntitySchema<DatasetRegistryEntry>({
-  name: "DatasetRegistryEntry",
-  tableName: "dataset_registry",
-  properties: {
-    organizationId: { type: "uuid", primary: true, fieldName: "organization_id" },
-    key: { type: "string", primary: true },
-    kind: { type: "string" },
-    sourceRef: { type: "string", fieldName: "source_ref" },
-    displayName: { type: "string", fieldName: "display_name", nullable: true },
-    parentKey: { type: "string", fieldName: "parent_key", nullable: true },
-    columns: { type: "json" },
-    nameAssignments: { type: "json", fieldName: "name_assignments" },
-    shapeFingerprint: { type: "string", fieldName: "shape_fingerprint" },
-    generation: { type: "integer" },
-    state: { type: "string" },
-    tableName: { type: "string", fieldName: "table_name", nullable: true },
-    error: { type: "string", nullable: true },
-    createdAt: { type: "Date", fieldName: "created_at", onCreate: () => new Date() },
-    updatedAt: { type: "Date", fieldName: "updated_at", onCreate: () => new Date(), onUpdate: () => new Date() },
-  },
-});
-
-export const entities = [ExportOrganizationSchema, ApiKeySchema, DatasetRegistrySchema];
+export const entities = [ExportOrganizationSchema, ApiKeySchema];

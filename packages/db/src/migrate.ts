@@ -1,6 +1,7 @@
 import { readdirSync, readFileSync } from "node:fs";
 import { join } from "node:path";
 import type { Pool } from "pg";
+import { inTransaction } from "./transaction";
 
 const MIGRATIONS_DIR = join(__dirname, "..", "migrations");
 // Any constant shared by all migrators; serializes concurrent start-ups.
@@ -20,13 +21,12 @@ export async function migrate(pool: Pool, log: (msg: string) => void = () => und
     for (const file of files) {
       if (done.has(file)) continue;
       const sql = readFileSync(join(MIGRATIONS_DIR, file), "utf8");
-      await client.query("BEGIN");
       try {
-        await client.query(sql);
-        await client.query("INSERT INTO schema_migrations (name) VALUES ($1)", [file]);
-        await client.query("COMMIT");
+        await inTransaction(client, async () => {
+          await client.query(sql);
+          await client.query("INSERT INTO schema_migrations (name) VALUES ($1)", [file]);
+        });
       } catch (err) {
-        await client.query("ROLLBACK");
         throw new Error(`migration ${file} failed: ${(err as Error).message}`);
       }
       applied.push(file);
@@ -37,4 +37,15 @@ export async function migrate(pool: Pool, log: (msg: string) => void = () => und
     client.release();
   }
   return applied;
+}
+
+/** Migration files not applied to this database yet (all of them when it was never migrated). */
+export async function pendingMigrations(pool: Pick<Pool, "query">): Promise<string[]> {
+  // The database first: a wrong DATABASE_URL is the likelier fault and should be the one reported.
+  const table = await pool.query<{ present: boolean }>("SELECT to_regclass('schema_migrations') IS NOT NULL AS present");
+  const done = table.rows[0].present
+    ? new Set((await pool.query<{ name: string }>("SELECT name FROM schema_migrations")).rows.map((r) => r.name))
+    : new Set<string>();
+  const files = readdirSync(MIGRATIONS_DIR).filter((f) => f.endsWith(".sql")).sort();
+  return files.filter((f) => !done.has(f));
 }

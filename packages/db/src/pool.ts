@@ -25,6 +25,10 @@ export function createPool(opts: PoolOptions): Pool {
   const pool = new Pool(config);
   // An idle client losing its connection must not crash the process; the next query reports it.
   pool.on("error", () => undefined);
+  // Nor a client checked out and between two queries (e.g. inside a transaction) when PostgreSQL
+  // shuts its connection down: pg emits 'error' on the client, which would be unhandled. Its next
+  // query fails instead (found by the churn simulator, seed 2: restart-postgres killed the schema service).
+  pool.on("connect", (client) => client.on("error", () => undefined));
   return pool;
 }
 

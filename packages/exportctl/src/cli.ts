@@ -5,14 +5,16 @@
  */
 import { Command, CommanderError } from "commander";
 import { ConfigError } from "@exportsvc/common";
-import { createOrm, createPool, isDatabaseUnavailable, migrate, type MikroORM } from "@exportsvc/db";
+import { createOrm, createPool, isDatabaseUnavailable, migrate, pendingMigrations, type MikroORM } from "@exportsvc/db";
 import type { Pool } from "pg";
 import { applyDocument } from "./apply/apply";
+import { applyProgress } from "./progress";
+import { describeDatabaseFailure } from "./database-errors";
 import { readDocumentFile } from "./apply/validate";
 import { databaseConfig, keyHashConfig } from "./config";
-import { isExportctlError } from "./errors";
-import { issueKey, listKeys, revokeKey } from "./keys";
-import { createOrganization, listOrganizations, setOrganizationEnabled } from "./organizations";
+import { ExportctlError, isExportctlError } from "./errors";
+import { checkKeyHashSecret, issueKey, listKeys, revokeKey } from "./keys";
+import { createOrganization, deleteOrganization, listOrganizations, setOrganizationEnabled } from "./organizations";
 
 interface GlobalOptions {
   json?: boolean;
@@ -28,10 +30,21 @@ function table(rows: Record<string, unknown>[], columns: string[]): string {
   return [line(columns), ...cells.map(line)].join("\n");
 }
 
-async function withPool<T>(fn: (pool: Pool) => Promise<T>): Promise<T> {
+/** Refuses to work on a database this exportctl's migrations have not all been applied to. */
+async function requireMigrated(pool: Pool): Promise<void> {
+  const pending = await pendingMigrations(pool);
+  if (pending.length === 0) return;
+  throw new ExportctlError(
+    "DATABASE_NOT_MIGRATED",
+    `the database in DATABASE_URL is not migrated (${pending.length} migration(s) pending, first ${pending[0]}); run: exportctl migrate`,
+  );
+}
+
+async function withPool<T>(fn: (pool: Pool) => Promise<T>, opts: { migrated?: boolean } = {}): Promise<T> {
   const { databaseUrl } = databaseConfig();
   const pool = createPool({ connectionString: databaseUrl, max: 2, applicationName: "exportctl" });
   try {
+    if (opts.migrated !== false) await requireMigrated(pool);
     return await fn(pool);
   } finally {
     await pool.end();
@@ -39,6 +52,8 @@ async function withPool<T>(fn: (pool: Pool) => Promise<T>): Promise<T> {
 }
 
 async function withOrm<T>(fn: (orm: MikroORM) => Promise<T>): Promise<T> {
+  // The schema check on a plain pool first: connection and migration problems get the same messages.
+  await withPool(async () => undefined);
   const { databaseUrl } = databaseConfig();
   const orm = await createOrm(databaseUrl, 2);
   try {
@@ -78,6 +93,21 @@ export function buildProgram(): Command {
       });
   }
   org
+    .command("delete <id>")
+    .description("delete an organization with its data, export state and API keys, in one transaction")
+    .option("--force", "delete even while it has active API keys", false)
+    .action(async (id: string, o: { force: boolean }) => {
+      const r = await withPool((pool) => deleteOrganization(pool, { id, force: o.force }));
+      print(r, () => {
+        const rows = Object.entries(r.deletedRows).map(([table, count]) => ({ table, deleted: count }));
+        return [
+          `deleted: organization ${r.id} '${r.name}' with its source data, ${r.droppedTables} form dataset table(s)` +
+            (r.activeKeys > 0 ? ` and ${r.activeKeys} active API key(s) (--force)` : ""),
+          table(rows, ["table", "deleted"]),
+        ].join("\n");
+      });
+    });
+  org
     .command("list")
     .description("list organizations")
     .action(async () => {
@@ -94,7 +124,10 @@ export function buildProgram(): Command {
     .option("--expires-at <iso>", "expiry (ISO 8601), default: never")
     .action(async (o: { org: string; description: string; expiresAt?: string }) => {
       const { keyHashSecret } = keyHashConfig();
-      const r = await withOrm((orm) => issueKey(orm, { organizationId: o.org, description: o.description, expiresAt: o.expiresAt, keyHashSecret }));
+      const r = await withOrm(async (orm) => {
+        await checkKeyHashSecret(orm, keyHashSecret);
+        return issueKey(orm, { organizationId: o.org, description: o.description, expiresAt: o.expiresAt, keyHashSecret });
+      });
       print(r, () =>
         [
           `key id:  ${r.keyId}`,
@@ -126,9 +159,11 @@ export function buildProgram(): Command {
   program
     .command("apply <file>")
     .description("load an apply document (JSON or YAML; '-' reads stdin) in one transaction")
-    .action(async (file: string) => {
+    .option("--no-progress", "no progress output on stderr (shown when a document takes more than a second)")
+    .action(async (file: string, o: { progress: boolean }) => {
       const doc = readDocumentFile(file);
-      const r = await withPool((pool) => applyDocument(pool, doc));
+      const progress = o.progress && !json() ? applyProgress(process.stderr) : undefined;
+      const r = await withPool((pool) => applyDocument(pool, doc, { onProgress: progress?.update })).finally(() => progress?.stop());
       print(r, () => {
         const rows = Object.entries(r.sections)
           .filter(([, s]) => s.inserted + s.updated + s.unchanged + s.deleted > 0)
@@ -141,7 +176,7 @@ export function buildProgram(): Command {
     .command("migrate")
     .description("apply pending database migrations")
     .action(async () => {
-      const applied = await withPool((pool) => migrate(pool));
+      const applied = await withPool((pool) => migrate(pool), { migrated: false });
       print({ applied }, () => (applied.length === 0 ? "database is up to date" : applied.map((m) => `applied ${m}`).join("\n")));
     });
 
@@ -165,6 +200,8 @@ export async function main(argv: string[]): Promise<number> {
     }
     if (err instanceof ConfigError) return fail(1, "CONFIGURATION", err.message, err.problems);
     if (isExportctlError(err)) return fail(1, err.code, err.message, err.problems);
+    const database = describeDatabaseFailure(err);
+    if (database) return fail(1, database.code, database.message);
     if (isDatabaseUnavailable(err)) return fail(3, "DATABASE_UNAVAILABLE", `database unavailable: ${(err as Error).message}`);
     return fail(3, "UNEXPECTED", `unexpected failure: ${err instanceof Error ? (err.stack ?? err.message) : String(err)}`);
   }

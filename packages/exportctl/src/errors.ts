@@ -7,7 +7,12 @@ export type ExportctlErrorCode =
   | "UNKNOWN_REFERENCE"
   | "NOT_FOUND"
   | "INVALID_ARGUMENT"
-  | "CONFIGURATION";
+  | "CONFIGURATION"
+  | "KEY_HASH_SECRET_MISMATCH"
+  | "KEYS_ACTIVE"
+  | "DATABASE_NOT_FOUND"
+  | "DATABASE_NOT_MIGRATED"
+  | "DATABASE_ACCESS_DENIED";
 
 export class ExportctlError extends Error {
   constructor(

@@ -1,4 +1,4 @@
-import { generateApiKey, hashApiKeySecret } from "@exportsvc/common";
+import { generateApiKey, hashApiKeySecret, hashesEqual, keyHashSecretVerifier } from "@exportsvc/common";
 import { ApiKeySchema, type ApiKey, type MikroORM } from "@exportsvc/db";
 import { ExportctlError } from "./errors";
 import { requireUuid } from "./organizations";
@@ -32,6 +32,29 @@ function parseExpiry(value: string | undefined): Date | null {
   }
   if (at.getTime() <= Date.now()) throw new ExportctlError("INVALID_ARGUMENT", `--expires-at ${value} is in the past`);
   return at;
+}
+
+/**
+ * Compares KEY_HASH_SECRET with the verifier recorded by the first check against this database
+ * (recording it when there is none yet). A mismatch means keys issued now would never authenticate.
+ */
+export async function checkKeyHashSecret(orm: MikroORM, keyHashSecret: string): Promise<{ recorded: boolean }> {
+  const connection = orm.em.fork().getConnection();
+  const verifier = keyHashSecretVerifier(keyHashSecret);
+  const inserted = await connection.execute<{ verifier: string }[]>(
+    "INSERT INTO key_hash_secret_verifier (verifier) VALUES (?) ON CONFLICT (singleton) DO NOTHING RETURNING verifier",
+    [verifier],
+  );
+  if (inserted.length === 1) return { recorded: true };
+  const [stored] = await connection.execute<{ verifier: string; recorded_at: Date }[]>("SELECT verifier, recorded_at FROM key_hash_secret_verifier");
+  if (!hashesEqual(stored.verifier, verifier)) {
+    throw new ExportctlError(
+      "KEY_HASH_SECRET_MISMATCH",
+      `KEY_HASH_SECRET is not the secret this database's keys are hashed with (recorded ${new Date(stored.recorded_at).toISOString()}); ` +
+        "a key issued with it would answer 401. Use the gateway's KEY_HASH_SECRET. Nothing was issued.",
+    );
+  }
+  return { recorded: false };
 }
 
 /** Issues a key for an organization; only the keyed hash of the secret is stored. */

@@ -1,5 +1,9 @@
 import { randomUUID } from "node:crypto";
-import type { Pool } from "pg";
+import type { Pool, PoolClient } from "pg";
+import { escapeIdentifier } from "pg";
+import { isUuid } from "@exportsvc/common";
+import { inTransaction } from "@exportsvc/db";
+import { formLockKeys, organizationKeysLockKeys, organizationSchemaName } from "@exportsvc/form-datasets";
 import { ExportctlError } from "./errors";
 
 export interface OrganizationSummary {
@@ -10,10 +14,8 @@ export interface OrganizationSummary {
   activeKeys: number;
 }
 
-const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
-
 export function requireUuid(value: string, what: string): string {
-  if (!UUID.test(value)) throw new ExportctlError("INVALID_ARGUMENT", `${what} must be a uuid, got '${value}'`);
+  if (!isUuid(value)) throw new ExportctlError("INVALID_ARGUMENT", `${what} must be a uuid, got '${value}'`);
   return value.toLowerCase();
 }
 
@@ -28,9 +30,7 @@ export async function createOrganization(
   const name = opts.name.trim();
   if (name === "") throw new ExportctlError("INVALID_ARGUMENT", "--name must not be empty");
   const id = opts.id ? requireUuid(opts.id, "--id") : randomUUID();
-  const client = await pool.connect();
-  try {
-    await client.query("BEGIN");
+  return inTransaction(pool, async (client) => {
     const inserted = await client.query("INSERT INTO organizations (id, name) VALUES ($1, $2) ON CONFLICT (id) DO NOTHING", [id, name]);
     const created = inserted.rowCount === 1;
     if (!created) {
@@ -50,14 +50,8 @@ export async function createOrganization(
       );
     }
     const enabled = await client.query<{ export_enabled: boolean }>("SELECT export_enabled FROM export_organizations WHERE organization_id = $1", [id]);
-    await client.query("COMMIT");
     return { id, name, exportEnabled: enabled.rows[0].export_enabled, created };
-  } catch (err) {
-    await client.query("ROLLBACK").catch(() => undefined);
-    throw err;
-  } finally {
-    client.release();
-  }
+  });
 }
 
 /** Enables or disables export for an existing organization (creating its settings row if missing). */
@@ -89,4 +83,102 @@ export async function listOrganizations(pool: Pool): Promise<OrganizationSummary
     createdAt: r.created_at.toISOString(),
     activeKeys: r.active_keys,
   }));
+}
+
+export interface OrganizationDeletion {
+  id: string;
+  name: string;
+  /** Keys that were still active (deleted only with force). */
+  activeKeys: number;
+  /** Materialized form dataset tables dropped. */
+  droppedTables: number;
+  /** Rows deleted per table, the organization's source data (cascaded from `organizations`) not itemized. */
+  deletedRows: Record<string, number>;
+}
+
+const FORM_LOCK_QUERY = "SELECT id::text FROM forms WHERE organization_id = $1 ORDER BY id";
+
+/**
+ * Deletes an organization and everything exported of it in one transaction: its source data (the
+ * `organizations` row cascades), its API keys, export settings, dataset registry and change logs,
+ * and its materialized form dataset tables. Refuses while the organization has active keys unless
+ * `force`. Every table with an `organization_id` column is cleared, so tables added later are too.
+ */
+export async function deleteOrganization(
+  pool: Pool,
+  opts: { id: string; force?: boolean },
+): Promise<OrganizationDeletion> {
+  const id = requireUuid(opts.id, "organization id");
+  return inTransaction(pool, async (client) => {
+    const org = await client.query<{ name: string }>("SELECT name FROM organizations WHERE id = $1 FOR UPDATE", [id]);
+    if (org.rowCount === 0) throw new ExportctlError("NOT_FOUND", `organization ${id} does not exist`);
+    const active = await client.query<{ n: number }>(
+      "SELECT count(*)::int AS n FROM api_keys WHERE organization_id = $1 AND revoked_at IS NULL AND (expires_at IS NULL OR expires_at > now())",
+      [id],
+    );
+    const activeKeys = active.rows[0].n;
+    if (activeKeys > 0 && !opts.force) {
+      throw new ExportctlError(
+        "KEYS_ACTIVE",
+        `organization ${id} '${org.rows[0].name}' still has ${activeKeys} active API key(s); revoke them first (exportctl keys list --org ${id}) or pass --force. Nothing was deleted.`,
+      );
+    }
+    // Wait for rebuilds and maintenance of its forms (same lock order as they take: forms, then keys).
+    await client.query("SELECT pg_advisory_xact_lock(hashtext('exportctl-apply'), hashtext($1))", [id]);
+    for (const { id: formId } of (await client.query<{ id: string }>(FORM_LOCK_QUERY, [id])).rows) {
+      await client.query("SELECT pg_advisory_xact_lock($1, $2)", formLockKeys(id, formId));
+    }
+    await client.query("SELECT pg_advisory_xact_lock($1, $2)", organizationKeysLockKeys(id));
+
+    const droppedTables = await dropFormDatasetTables(client, id);
+    // Source data first: its triggers write change-log rows, which the sweep below then removes.
+    await client.query("DELETE FROM organizations WHERE id = $1", [id]);
+    const deletedRows = await deleteFromEveryOrganizationTable(client, id);
+    return { id, name: org.rows[0].name, activeKeys, droppedTables, deletedRows };
+  });
+}
+
+async function dropFormDatasetTables(client: PoolClient, id: string): Promise<number> {
+  const present = await client.query<{ ok: boolean }>("SELECT to_regclass('form_ds.dataset_tables') IS NOT NULL AS ok");
+  if (!present.rows[0].ok) return 0;
+  const tables = await client.query<{ table_name: string }>("SELECT table_name FROM form_ds.dataset_tables WHERE organization_id = $1", [id]);
+  for (const { table_name } of tables.rows) {
+    const qualified = table_name.split(".").map((part) => escapeIdentifier(part)).join(".");
+    await client.query(`DROP TABLE IF EXISTS ${qualified}`);
+  }
+  // The organization's own schema (docs/scale-out.md), with anything a build left in it unregistered.
+  await client.query(`DROP SCHEMA IF EXISTS ${escapeIdentifier(organizationSchemaName(id))} CASCADE`);
+  return tables.rowCount ?? 0;
+}
+
+/** Deletes the organization's rows from every table with an organization_id column, retrying in a new order on foreign-key conflicts. */
+async function deleteFromEveryOrganizationTable(client: PoolClient, id: string): Promise<Record<string, number>> {
+  const tables = await client.query<{ schema: string; name: string }>(
+    `SELECT c.table_schema AS schema, c.table_name AS name
+       FROM information_schema.columns c JOIN information_schema.tables t USING (table_schema, table_name)
+      WHERE c.column_name = 'organization_id' AND t.table_type = 'BASE TABLE'
+        AND c.table_schema NOT IN ('pg_catalog', 'information_schema')
+      ORDER BY 1, 2`,
+  );
+  const deleted: Record<string, number> = {};
+  let pending = tables.rows;
+  while (pending.length > 0) {
+    const blocked: typeof pending = [];
+    for (const table of pending) {
+      const name = `${escapeIdentifier(table.schema)}.${escapeIdentifier(table.name)}`;
+      await client.query("SAVEPOINT org_delete_table");
+      try {
+        const r = await client.query(`DELETE FROM ${name} WHERE organization_id = $1`, [id]);
+        await client.query("RELEASE SAVEPOINT org_delete_table");
+        if (r.rowCount) deleted[`${table.schema}.${table.name}`] = r.rowCount;
+      } catch (err) {
+        await client.query("ROLLBACK TO SAVEPOINT org_delete_table");
+        if ((err as { code?: string }).code !== "23503") throw err;
+        blocked.push(table);
+      }
+    }
+    if (blocked.length === pending.length) throw new Error(`org delete: foreign keys block deleting from ${blocked.map((t) => t.name).join(", ")}`);
+    pending = blocked;
+  }
+  return deleted;
 }

@@ -46,6 +46,19 @@ function smallDoc(org: string): ApplyDocumentInput {
 }
 
 describe("applyDocument", () => {
+  test("a site time zone PostgreSQL does not know is refused, naming the place; nothing is written", async () => {
+    const org = await createTestOrganization(pool);
+    const doc = smallDoc(org);
+    // ICU (and so the document parser) knows this retired zone; PostgreSQL, which converts the exports, does not.
+    doc.sites = [doc.sites![0], { id: randomUUID(), name: "Old plant", timeZone: "US/Pacific-New" }];
+    await expectRejected(doc, "INVALID_DOCUMENT", /sites\[1\]\.timeZone: "US\/Pacific-New" is not a time zone PostgreSQL knows/);
+    expect((await counts(org)).sites).toBe(0);
+    // Names compare as PostgreSQL reads them (case-insensitively); blank stays allowed.
+    doc.sites = [doc.sites[0], { id: doc.sites[1].id, name: "Old plant", timeZone: "america/los_angeles" }, { id: randomUUID(), name: "New plant", timeZone: "" }];
+    await applyDocument(pool, doc);
+    expect((await counts(org)).sites).toBe(3);
+  });
+
   test("the demo document loads, and re-applying it moves no counter and no last_modified", async () => {
     const org = await createTestOrganization(pool);
     await applyDocument(pool, demoHistoryDocument(org));
@@ -269,6 +282,8 @@ describe("applyDocument", () => {
     expect(stored.rows[0].values).toEqual({ [sel]: "a", [grid]: [{ [inner]: "2024-05-01" }, { [inner]: null }] });
     await expectRejected({ ...base, submissions: [{ id: sub, formId: form, values: { pick: "b" } }] }, "INVALID_DOCUMENT", /submissions\[0\]\.values\.pick: a select value must be one of the option keys a/);
     await expectRejected({ ...base, submissions: [{ id: sub, formId: form, values: { rows: [{ when: "May" }] } }] }, "INVALID_DOCUMENT", /submissions\[0\]\.values\.rows\[0\]\.when: a date value/);
+    // Month 13 is no Date at all: rejected as a bad value, not a RangeError from toISOString.
+    await expectRejected({ ...base, submissions: [{ id: sub, formId: form, values: { rows: [{ when: "2024-13-01" }] } }] }, "INVALID_DOCUMENT", /submissions\[0\]\.values\.rows\[0\]\.when: a date value/);
     await expectRejected({ ...base, submissions: [{ id: sub, formId: form, values: { nope: 1 } }] }, "INVALID_DOCUMENT", /values\.nope: the form has no field/);
   });
 
@@ -320,5 +335,33 @@ describe("applyDocument", () => {
     }
     const deviation = await pool.query("SELECT code, status, signed_at::text FROM deviations WHERE organization_id = $1", [org]);
     expect(deviation.rows).toEqual([{ code: "DEV-1", status: "Resolved", signed_at: "2024-05-02 11:01:00+00" }]);
+  });
+});
+
+describe("apply declares the organization it writes (export visibility horizon, docs/export.md)", () => {
+  it("runs its transaction under application_name '<name> org=<organization>'", async () => {
+    const org = await createTestOrganization(pool);
+    // Hold apply at its per-organization lock (taken right after it declares), then look at it.
+    const blocker = await pool.connect();
+    try {
+      await blocker.query("BEGIN");
+      await blocker.query("SELECT pg_advisory_xact_lock(hashtext('exportctl-apply'), hashtext($1))", [org]);
+      const applying = applyDocument(pool, smallDoc(org));
+      let seen: string[] = [];
+      for (let i = 0; i < 100 && seen.length === 0; i++) {
+        await new Promise((r) => setTimeout(r, 50));
+        seen = (
+          await pool.query<{ name: string }>("SELECT application_name AS name FROM pg_stat_activity WHERE datname = current_database() AND application_name LIKE $1", [`% org=${org}`])
+        ).rows.map((r) => r.name);
+      }
+      expect(seen).toHaveLength(1);
+      await blocker.query("COMMIT");
+      await applying;
+    } finally {
+      blocker.release();
+    }
+    // The declaration ended with the transaction.
+    const names = (await pool.query<{ name: string }>("SELECT application_name AS name FROM pg_stat_activity WHERE datname = current_database() AND application_name LIKE '% org=%'")).rows;
+    expect(names).toEqual([]);
   });
 });

@@ -1,4 +1,3 @@
-import { spawn } from "node:child_process";
 import { randomUUID } from "node:crypto";
 import { join } from "node:path";
 import type { Pool } from "pg";
@@ -6,30 +5,13 @@ import { hashApiKeySecret } from "@exportsvc/common";
 import { createOrm, type MikroORM } from "@exportsvc/db";
 import { createOrganization, listKeys, revokeKey, setOrganizationEnabled } from "@exportsvc/exportctl";
 import { testDatabaseUrl, testPool } from "../../../test/support/db";
+import { CHILD_PROCESS_TIMEOUT, ROOT, runExportctl } from "./support/run-exportctl";
 
-const ROOT = join(__dirname, "..", "..", "..");
-const CLI = join(ROOT, "packages", "exportctl", "src", "cli.ts");
-// What `npx tsx` runs, without npm's own start-up on every call.
-const TSX = join(ROOT, "node_modules", ".bin", "tsx");
-// Each call starts a TypeScript process; on a busy 2-core machine that takes seconds.
-const CHILD_PROCESS_TIMEOUT = 240_000;
 const SECRET = "test-key-hash-secret-0123456789";
 const EXAMPLE_ORG = "7b0c2f4e-1d3a-4c5b-8e6f-9a0b1c2d3e4f";
 
-function exportctl(args: string[], opts: { env?: Record<string, string | undefined>; input?: string } = {}): Promise<{ code: number | null; stdout: string; stderr: string }> {
-  const env: Record<string, string | undefined> = { ...process.env, DATABASE_URL: testDatabaseUrl(), KEY_HASH_SECRET: SECRET, ...opts.env };
-  for (const [k, v] of Object.entries(env)) if (v === undefined) delete env[k];
-  return new Promise((resolve, reject) => {
-    const child = spawn(TSX, [CLI, ...args], { cwd: ROOT, env: env as NodeJS.ProcessEnv });
-    let stdout = "";
-    let stderr = "";
-    child.stdout.on("data", (c: Buffer) => (stdout += c.toString("utf8")));
-    child.stderr.on("data", (c: Buffer) => (stderr += c.toString("utf8")));
-    child.on("error", reject);
-    child.on("close", (code) => resolve({ code, stdout, stderr }));
-    child.stdin.end(opts.input ?? "");
-  });
-}
+const exportctl = (args: string[], opts: { env?: Record<string, string | undefined>; input?: string } = {}) =>
+  runExportctl(args, { ...opts, env: { KEY_HASH_SECRET: SECRET, ...opts.env } });
 
 let pool: Pool;
 let orm: MikroORM;

@@ -1,5 +1,4 @@
-import { createHash } from "node:crypto";
-import { FIXED_DATASETS, type DataType } from "@exportsvc/datasets";
+import { FIXED_DATASETS, shapeFingerprint, type DataType, type StoredRegistryRow } from "@exportsvc/datasets";
 import { assignDatasetKeys, assignUniqueNames, directName, normalizeName, truncateWithHash } from "@exportsvc/naming";
 import {
   GRID_ENVELOPE,
@@ -12,14 +11,11 @@ import {
 } from "./columns";
 import { isGridField, type FormField } from "./fields";
 
-/** A registry row of this form as it stands before the rebuild (any state). */
-export interface PreviousDataset {
-  key: string;
-  sourceRef: string;
-  state: "ready" | "failed" | "retired" | string;
-  nameAssignments: Record<string, string>;
-  generation: number;
-}
+/** What derivation reads of a registry row of this form as it stands before the rebuild (any state). */
+export type PreviousDataset = Pick<StoredRegistryRow, "key" | "state" | "generation"> & {
+  sourceRef: StoredRegistryRow["source_ref"];
+  nameAssignments: StoredRegistryRow["name_assignments"];
+};
 
 export interface DeriveInput {
   formId: string;
@@ -152,7 +148,7 @@ export function deriveFormDatasets(input: DeriveInput): DatasetPlan[] {
       gridPath: n.path,
       columns,
       nameAssignments: Object.fromEntries(names),
-      shapeFingerprint: shapeFingerprint(isGrid ? "grid" : "submission", columns),
+      shapeFingerprint: shapeFingerprint(columns),
     });
     n.children.forEach(visit);
   };
@@ -160,7 +156,6 @@ export function deriveFormDatasets(input: DeriveInput): DatasetPlan[] {
   return plans;
 }
 
-/** Hash of the ordered (key, dataType) list: what a cursor is bound to. */
 /**
  * Envelope columns the table already holds in a typed column (its position and filter columns)
  * are served from that column instead of a second, text copy: PostgreSQL prints a uuid, a
@@ -170,11 +165,6 @@ function typedTableColumn(render: ColumnRender): string | undefined {
   if (render.kind === "rowIndex") return "row_index";
   if (render.kind === "envelope" && (render.name === "id" || render.name === "last_modified" || render.name === "completed_at")) return render.name;
   return undefined;
-}
-
-export function shapeFingerprint(kind: string, columns: { key: string; dataType: string }[]): string {
-  const text = JSON.stringify([kind, columns.map((c) => [c.key, c.dataType])]);
-  return createHash("sha256").update(text).digest("hex").slice(0, 16);
 }
 
 function latestBySourceRef(rows: PreviousDataset[]): Map<string, PreviousDataset> {

@@ -1,24 +1,7 @@
-/** The field model stored in `form_versions.fields` (see docs/source-model.md). */
-export type FieldType =
-  | "text"
-  | "paragraph"
-  | "email"
-  | "phone"
-  | "time"
-  | "number"
-  | "yesNo"
-  | "date"
-  | "dateTime"
-  | "select"
-  | "checkboxGroup"
-  | "survey"
-  | "signature"
-  | "resourceSelect"
-  | "attachment"
-  | "photo"
-  | "grid"
-  | "heading"
-  | "instructions";
+import type { FieldType } from "@exportsvc/datasets";
+
+/** The field model stored in `form_versions.fields` (see docs/source-model.md); field types are @exportsvc/datasets' FIELD_TYPES. */
+export type { FieldType };
 
 export interface FieldChoice {
   key: string;

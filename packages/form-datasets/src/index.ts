@@ -2,18 +2,18 @@ export * from "./fields";
 export * from "./columns";
 export * from "./derive";
 export * from "./render-sql";
+export { buildDataset } from "./build";
 export {
-  buildDataset,
-  dropRetiredTables,
-  openHelperClient,
-  rebuildFormInTransaction,
   DEFAULT_DROP_GRACE_MS,
   DEFAULT_REBUILD_PARALLELISM,
   type BuildOptions,
   type BuildResult,
   type BuildStatus,
   type RebuildOptions,
-} from "./build";
-export { applyPendingChanges, type ApplyOptions, type ApplyResult } from "./maintain";
+} from "./build-types";
+export { rebuildFormInTransaction } from "./rebuild";
+export { openHelperClient } from "./materialize";
+export { dropRetiredTables } from "./retired-tables";
+export { applyPendingChanges, maintenanceLagSeconds, OrganizationRotation, type ApplyOptions, type ApplyResult, type RebuildReport } from "./maintain";
 export { startMaintenanceLoop, CHANGES_CHANNEL, type MaintenanceLoop, type MaintenanceLoopOptions } from "./loop";
-export { FORM_DS_SCHEMA, materializedTableName } from "./sql-helpers";
+export { FORM_DS_SCHEMA, materializedTableName, organizationSchemaName, ensureOrganizationSchema, formLockKeys, organizationKeysLockKeys } from "./sql-helpers";

@@ -1,5 +1,5 @@
 import type { Pool, PoolClient } from "pg";
-import { applyPendingChanges, type ApplyResult } from "./maintain";
+import { applyPendingChanges, maintenanceLagSeconds, OrganizationRotation, type ApplyResult, type RebuildReport } from "./maintain";
 
 export const CHANGES_CHANNEL = "form_dataset_changes";
 
@@ -12,12 +12,28 @@ export interface MaintenanceLoopOptions {
   reconnectDelayMs?: number;
   /** Only this organization's changes (tests, tools); default all organizations. */
   organizationId?: string;
+  /** Only these organizations' changes (tests); default all organizations. */
+  organizationIds?: string[];
   /** Grace of replaced tables before they are dropped; default 60 s. */
   dropGraceMs?: number;
   /** Tables of one form a rebuild renders at once (helper connections outside the pool); default 3. */
   rebuildParallelism?: number;
+  /**
+   * Workers consuming the change log at once, each on its own pool connection (and, while it
+   * rebuilds, its own helpers); organizations are served round-robin, so one organization's long
+   * queue of rebuilds or submission changes does not hold up another's. Default 1.
+   */
+  concurrency?: number;
+  /**
+   * How often the age of the oldest unapplied change is measured (besides after every pass, so a
+   * long rebuild or a stuck pass shows as a growing lag); default 10 000 ms.
+   */
+  lagSampleMs?: number;
   onError?: (err: unknown) => void;
   onApplied?: (result: ApplyResult) => void;
+  onRebuild?: (report: RebuildReport) => void;
+  /** The measured lag in seconds (0 when caught up); not called while the database cannot be read. */
+  onLag?: (seconds: number) => void;
 }
 
 export interface MaintenanceLoop {
@@ -29,9 +45,11 @@ export interface MaintenanceLoop {
 
 /**
  * Keeps form datasets current: LISTENs on `form_dataset_changes` (the triggers notify in the same
- * transaction as the change) and polls as a fallback; each pass drains the log. Holds one pool
- * connection for LISTEN and up to one more while a pass runs; a rebuild opens up to
- * `rebuildParallelism - 1` helper connections of its own for its duration.
+ * transaction as the change) and polls as a fallback; each pass drains the log with `concurrency`
+ * workers. Holds one pool connection for LISTEN and up to `concurrency` more while a pass runs; a
+ * rebuild opens up to `rebuildParallelism - 1` helper connections of its own for its duration.
+ * Each worker step runs at most one rebuild and then one batch of one organization's submission
+ * changes, taking organizations in turn (OrganizationRotation).
  */
 export function startMaintenanceLoop(pool: Pool, opts: MaintenanceLoopOptions = {}): MaintenanceLoop {
   const pollIntervalMs = opts.pollIntervalMs ?? 1000;
@@ -44,16 +62,40 @@ export function startMaintenanceLoop(pool: Pool, opts: MaintenanceLoopOptions = 
   let listener: PoolClient | null = null;
   let reconnectTimer: NodeJS.Timeout | null = null;
 
+  const concurrency = Math.max(1, opts.concurrency ?? 1);
+  const rotation = new OrganizationRotation();
+
+  // Replaced tables are dropped at most once a second, not after every step of every worker.
+  let lastDrop = 0;
+  const work = async () => {
+    for (;;) {
+      if (stopped) return;
+      const dropRetired = Date.now() - lastDrop >= 1000;
+      if (dropRetired) lastDrop = Date.now();
+      const result = await applyPendingChanges(pool, {
+        dropRetired,
+        batchSize,
+        maxRebuilds: 1,
+        rotation,
+        organizationId: opts.organizationId,
+        organizationIds: opts.organizationIds,
+        dropGraceMs: opts.dropGraceMs,
+        rebuildParallelism: opts.rebuildParallelism,
+        onRebuild: opts.onRebuild,
+      });
+      if (result.consumed + result.rebuilds + result.droppedTables > 0) opts.onApplied?.(result);
+      // A rebuild or a non-empty batch means more may be waiting (a batch holds one organization's
+      // changes); an empty step ends this worker. Deferred rows wait for the next wake or poll.
+      if (result.rebuilds === 0 && result.consumed === 0) break;
+    }
+  };
+
   const drain = async () => {
     do {
       again = false;
-      for (;;) {
-        if (stopped) return;
-        const result = await applyPendingChanges(pool, { batchSize, organizationId: opts.organizationId, dropGraceMs: opts.dropGraceMs, rebuildParallelism: opts.rebuildParallelism });
-        if (result.consumed + result.rebuilds + result.droppedTables > 0) opts.onApplied?.(result);
-        // A full batch means more may be waiting; deferred rows wait for the next wake or poll.
-        if (result.consumed < batchSize) break;
-      }
+      const settled = await Promise.allSettled(Array.from({ length: concurrency }, work));
+      const failure = settled.find((s): s is PromiseRejectedResult => s.status === "rejected");
+      if (failure) throw failure.reason;
     } while (again && !stopped);
   };
 
@@ -65,9 +107,30 @@ export function startMaintenanceLoop(pool: Pool, opts: MaintenanceLoopOptions = 
     }
     running = drain()
       .catch(onError)
+      .then(sampleLag)
       .finally(() => {
         running = null;
+        // A wake that came after the drain's last look (while the lag was sampled) would otherwise
+        // be lost until the next poll: run again for it.
+        if (again && !stopped) {
+          again = false;
+          wake();
+        }
       });
+  };
+
+  let sampling: Promise<void> | null = null;
+  const sampleLag = () => {
+    const onLag = opts.onLag;
+    if (!onLag || sampling || stopped) return sampling ?? undefined;
+    sampling = maintenanceLagSeconds(pool, opts.organizationId)
+      .then(onLag, () => {
+        // The database is unreachable: the pass reports that through onError; the last value stands.
+      })
+      .finally(() => {
+        sampling = null;
+      });
+    return sampling;
   };
 
   const listen = async () => {
@@ -112,6 +175,8 @@ export function startMaintenanceLoop(pool: Pool, opts: MaintenanceLoopOptions = 
 
   const poller = setInterval(wake, pollIntervalMs);
   poller.unref?.();
+  const lagSampler = opts.onLag ? setInterval(sampleLag, opts.lagSampleMs ?? 10_000) : null;
+  lagSampler?.unref?.();
   void listen();
 
   return {
@@ -119,6 +184,7 @@ export function startMaintenanceLoop(pool: Pool, opts: MaintenanceLoopOptions = 
     async stop() {
       stopped = true;
       clearInterval(poller);
+      if (lagSampler) clearInterval(lagSampler);
       if (reconnectTimer) clearTimeout(reconnectTimer);
       const client = listener;
       if (client) {
@@ -128,6 +194,7 @@ export function startMaintenanceLoop(pool: Pool, opts: MaintenanceLoopOptions = 
         client.release();
       }
       await running;
+      await sampling;
     },
   };
 }

@@ -1,5 +1,10 @@
 import type { Pool, PoolClient } from "pg";
-import { DEFAULT_DROP_GRACE_MS, dropRetiredTables, openHelperClient, rebuildFormInTransaction } from "./build";
+import { raisePendingFloors } from "@exportsvc/datasets";
+import { inTransaction } from "@exportsvc/db";
+import { DEFAULT_DROP_GRACE_MS, type BuildStatus } from "./build-types";
+import { openHelperClient } from "./materialize";
+import { rebuildFormInTransaction } from "./rebuild";
+import { dropRetiredTables } from "./retired-tables";
 import type { DatasetPlan } from "./derive";
 import { renderRowsSql, tableColumnNames } from "./render-sql";
 import { bumpDatasetChanges, errorMessage, formLockKeys, isTransient, pinTextForms } from "./sql-helpers";
@@ -9,10 +14,68 @@ export interface ApplyOptions {
   batchSize?: number;
   /** Only this organization's changes (e.g. to settle one organization before reading it); default all. */
   organizationId?: string;
+  /** Only these organizations' changes (tests that must not consume other suites' work); default all. */
+  organizationIds?: string[];
   /** Grace of replaced tables before they are dropped (see BuildOptions); default 60 s. */
   dropGraceMs?: number;
   /** Tables of one form rendered at once by a rebuild (see RebuildOptions); default 3. */
   rebuildParallelism?: number;
+  /** Told about every rebuild request the pass ran, when it has committed or failed (metrics, logs). */
+  onRebuild?: (report: RebuildReport) => void;
+  /**
+   * Rebuild requests run by this pass before its batch of submission changes (default: up to
+   * batchSize). The maintenance loop runs one, so an organization's 500-form publish never holds
+   * up another organization's submission changes for more than one rebuild.
+   */
+  maxRebuilds?: number;
+  /**
+   * Round-robin position shared by the concurrent workers of one process: each claim takes the
+   * organization after the last one served (by organization id, wrapping around) and skips the
+   * organizations other workers are busy with. Without it the oldest request goes first (FIFO).
+   */
+  rotation?: OrganizationRotation;
+  /** Drop replaced tables past their grace at the end of the pass (default true). */
+  dropRetired?: boolean;
+}
+
+/**
+ * Fairness between organizations for concurrent change consumers: the last organization served and
+ * the ones being worked on now. One per maintenance loop; plain state, safe because Node runs one
+ * callback at a time.
+ */
+export class OrganizationRotation {
+  private last: string | null = null;
+  private readonly busy = new Map<string, number>();
+
+  /** Where the next claim starts (exclusive) and which organizations to skip. */
+  position(): { after: string | null; busy: string[] } {
+    return { after: this.last, busy: [...this.busy.keys()] };
+  }
+
+  /** Marks the organization served and busy until the returned release is called. */
+  take(orgId: string): () => void {
+    this.last = orgId;
+    this.busy.set(orgId, (this.busy.get(orgId) ?? 0) + 1);
+    let released = false;
+    return () => {
+      if (released) return;
+      released = true;
+      const n = (this.busy.get(orgId) ?? 1) - 1;
+      if (n <= 0) this.busy.delete(orgId);
+      else this.busy.set(orgId, n);
+    };
+  }
+}
+
+/** One rebuild request as the consumer ran it. */
+export interface RebuildReport {
+  organizationId: string;
+  formId: string;
+  /** The build's status, or "error" when the rebuild threw (a transient database failure; the request stays queued). */
+  status: BuildStatus | "error";
+  /** From claiming the request to the commit (or the failure). */
+  durationSeconds: number;
+  error?: string;
 }
 
 export interface ApplyResult {
@@ -28,9 +91,38 @@ export interface ApplyResult {
   deferred: number;
   /** Replaced tables dropped after their grace. */
   droppedTables: number;
+  /** Held pending floors raised again (forms whose floor something kept back when it was last raised). */
+  raisedFloors: number;
 }
 
-const emptyResult = (): ApplyResult => ({ consumed: 0, submissions: 0, rebuilds: 0, failedForms: 0, deferred: 0, droppedTables: 0 });
+const emptyResult = (): ApplyResult => ({ consumed: 0, submissions: 0, rebuilds: 0, failedForms: 0, deferred: 0, droppedTables: 0, raisedFloors: 0 });
+
+/**
+ * Raises again the pending floors something held back when they were last raised (an open writer,
+ * changes still pending, rows counted at or after the floor), oldest first, at most `limit`: without
+ * it, a form whose last consumer ran beside an open writer would keep its newest rows back until
+ * its next change. A form another worker holds is skipped (that worker raises it as it commits).
+ */
+async function raiseHeldPendingFloors(pool: Pool, orgFilter: string[] | null, limit: number): Promise<number> {
+  // Answered by the partial index form_dataset_pending_floors_held; nothing held, no transaction.
+  const held = await pool.query<{ organization_id: string; form_id: string }>(
+    `SELECT organization_id, form_id FROM form_dataset_pending_floors
+      WHERE held AND ($1::uuid[] IS NULL OR organization_id = ANY($1::uuid[]))
+      ORDER BY raised_at LIMIT $2`,
+    [orgFilter, limit],
+  );
+  if (held.rowCount === 0) return 0;
+  return inTransaction(pool, async (client) => {
+    const byOrganization = new Map<string, string[]>();
+    for (const { organization_id: orgId, form_id: formId } of held.rows) {
+      const [k1, k2] = formLockKeys(orgId, formId);
+      const locked = await client.query<{ ok: boolean }>("SELECT pg_try_advisory_xact_lock($1, $2) AS ok", [k1, k2]);
+      if (locked.rows[0].ok) byOrganization.set(orgId, [...(byOrganization.get(orgId) ?? []), formId]);
+    }
+    for (const [orgId, forms] of byOrganization) await raisePendingFloors(client, orgId, forms);
+    return [...byOrganization.values()].reduce((n, forms) => n + forms.length, 0);
+  });
+}
 
 /**
  * Consumes the change log once: pending rebuild requests first (each in its own transaction), then
@@ -41,11 +133,15 @@ const emptyResult = (): ApplyResult => ({ consumed: 0, submissions: 0, rebuilds:
 export async function applyPendingChanges(pool: Pool, opts: ApplyOptions = {}): Promise<ApplyResult> {
   const batchSize = opts.batchSize ?? 500;
   const result = emptyResult();
-  for (let i = 0; i < batchSize; i++) {
-    const rebuilt = await runOneRebuildRequest(pool, opts.organizationId ?? null, result, opts.rebuildParallelism);
+  const maxRebuilds = opts.maxRebuilds ?? batchSize;
+  const orgFilter = opts.organizationIds ?? (opts.organizationId ? [opts.organizationId] : null);
+  for (let i = 0; i < maxRebuilds; i++) {
+    const rebuilt = await runOneRebuildRequest(pool, orgFilter, result, opts.rebuildParallelism, opts.onRebuild, opts.rotation);
     if (!rebuilt) break;
   }
-  await applySubmissionChanges(pool, batchSize, opts.organizationId ?? null, result);
+  await applySubmissionChanges(pool, batchSize, orgFilter, result, opts.rotation);
+  result.raisedFloors = await raiseHeldPendingFloors(pool, orgFilter, batchSize);
+  if (opts.dropRetired === false) return result;
   const client = await pool.connect();
   try {
     result.droppedTables = await dropRetiredTables(client, { graceMs: opts.dropGraceMs ?? DEFAULT_DROP_GRACE_MS, organizationId: opts.organizationId });
@@ -55,39 +151,93 @@ export async function applyPendingChanges(pool: Pool, opts: ApplyOptions = {}): 
   return result;
 }
 
-async function runOneRebuildRequest(pool: Pool, orgFilter: string | null, result: ApplyResult, parallelism?: number): Promise<boolean> {
-  const client = await pool.connect();
+/**
+ * Age in seconds of the oldest change not yet consumed (submission changes and rebuild requests,
+ * including those a running rebuild holds), by the database's clock; 0 when the log is empty.
+ */
+export async function maintenanceLagSeconds(pool: Pool, organizationId?: string): Promise<number> {
+  const { rows } = await pool.query<{ lag: number | null }>(
+    `SELECT extract(epoch FROM clock_timestamp() - created_at)::float8 AS lag FROM form_dataset_changes
+      WHERE ($1::uuid IS NULL OR organization_id = $1) ORDER BY seq LIMIT 1`,
+    [organizationId ?? null],
+  );
+  return Math.max(0, rows[0]?.lag ?? 0);
+}
+
+async function runOneRebuildRequest(
+  pool: Pool,
+  orgFilter: string[] | null,
+  result: ApplyResult,
+  parallelism?: number,
+  onRebuild?: (report: RebuildReport) => void,
+  rotation?: OrganizationRotation,
+): Promise<boolean> {
+  let started = process.hrtime.bigint();
+  const seconds = () => Number(process.hrtime.bigint() - started) / 1e9;
+  let claimedForm: { organizationId: string; formId: string } | undefined;
+  let release = () => undefined as void;
   try {
-    await client.query("BEGIN");
-    const claimed = await client.query<{ organization_id: string; form_id: string }>(
-      `SELECT organization_id, form_id FROM form_dataset_changes WHERE kind = 'rebuild' AND ($1::uuid IS NULL OR organization_id = $1)
-        ORDER BY seq LIMIT 1 FOR UPDATE SKIP LOCKED`,
-      [orgFilter],
-    );
-    if (claimed.rowCount === 0) {
-      await client.query("COMMIT");
-      return false;
-    }
-    const { organization_id: orgId, form_id: formId } = claimed.rows[0];
-    // Every pending request for the same form is satisfied by this one rebuild.
-    const same = await client.query(
-      `DELETE FROM form_dataset_changes WHERE seq IN (
-         SELECT seq FROM form_dataset_changes
-          WHERE organization_id = $1 AND form_id = $2 AND kind = 'rebuild' FOR UPDATE SKIP LOCKED)`,
-      [orgId, formId],
-    );
-    const outcome = await rebuildFormInTransaction(client, orgId, formId, { parallelism, openHelper: () => openHelperClient(pool) });
-    await client.query("COMMIT");
-    result.consumed += same.rowCount ?? 0;
+    const rebuilt = await inTransaction(pool, async (client) => {
+      // The rebuild's own time, not the wait for a connection.
+      started = process.hrtime.bigint();
+      const claimed = rotation
+        ? await claimInRotation<{ organization_id: string; form_id: string }>(client, rotation, (after, busy) => ({
+            // form_dataset_changes_rebuilds (organization_id, seq) WHERE kind = 'rebuild' answers this.
+            text: `SELECT organization_id, form_id FROM form_dataset_changes
+                    WHERE kind = 'rebuild' AND ($1::uuid[] IS NULL OR organization_id = ANY($1::uuid[])) AND organization_id ${after.op} $2::uuid
+                      AND organization_id <> ALL($3::uuid[])
+                    ORDER BY organization_id, seq LIMIT 1 FOR UPDATE SKIP LOCKED`,
+            values: [orgFilter, after.value, busy],
+          }))
+        : await client.query<{ organization_id: string; form_id: string }>(
+            `SELECT organization_id, form_id FROM form_dataset_changes WHERE kind = 'rebuild' AND ($1::uuid[] IS NULL OR organization_id = ANY($1::uuid[]))
+              ORDER BY seq LIMIT 1 FOR UPDATE SKIP LOCKED`,
+            [orgFilter],
+          );
+      if (claimed.rowCount === 0) return null;
+      const { organization_id: orgId, form_id: formId } = claimed.rows[0];
+      claimedForm = { organizationId: orgId, formId };
+      if (rotation) release = rotation.take(orgId);
+      // Every pending request for the same form is satisfied by this one rebuild.
+      const same = await client.query(
+        `DELETE FROM form_dataset_changes WHERE seq IN (
+           SELECT seq FROM form_dataset_changes
+            WHERE organization_id = $1 AND form_id = $2 AND kind = 'rebuild' FOR UPDATE SKIP LOCKED)`,
+        [orgId, formId],
+      );
+      const outcome = await rebuildFormInTransaction(client, orgId, formId, { parallelism, openHelper: () => openHelperClient(pool) });
+      return { consumed: same.rowCount ?? 0, form: claimedForm, outcome };
+    });
+    if (!rebuilt) return false;
+    result.consumed += rebuilt.consumed;
     result.rebuilds += 1;
-    if (outcome.result.status === "failed") result.failedForms += 1;
+    if (rebuilt.outcome.result.status === "failed") result.failedForms += 1;
+    onRebuild?.({ ...rebuilt.form, status: rebuilt.outcome.result.status, durationSeconds: seconds(), error: rebuilt.outcome.result.error });
     return true;
   } catch (err) {
-    await client.query("ROLLBACK").catch(() => undefined);
+    if (claimedForm) onRebuild?.({ ...claimedForm, status: "error", durationSeconds: seconds(), error: errorMessage(err) });
     throw err;
   } finally {
-    client.release();
+    release();
   }
+}
+
+/**
+ * Runs a claim for the organization after the rotation's last one (by id), wrapping around to the
+ * start when no later organization has work: round-robin over the organizations with pending work.
+ */
+async function claimInRotation<R extends { organization_id: string }>(
+  client: PoolClient,
+  rotation: OrganizationRotation,
+  query: (after: { op: ">" | ">="; value: string }, busy: string[]) => { text: string; values: unknown[] },
+): Promise<{ rowCount: number | null; rows: R[] }> {
+  const { after, busy } = rotation.position();
+  const MIN_UUID = "00000000-0000-0000-0000-000000000000";
+  if (after !== null) {
+    const later = await client.query<R>(query({ op: ">", value: after }, busy));
+    if (later.rowCount) return later;
+  }
+  return client.query<R>(query({ op: ">=", value: MIN_UUID }, busy));
 }
 
 interface ClaimedChange {
@@ -97,48 +247,79 @@ interface ClaimedChange {
   submission_id: string;
 }
 
-async function applySubmissionChanges(pool: Pool, batchSize: number, orgFilter: string | null, result: ApplyResult): Promise<void> {
-  const client = await pool.connect();
+async function applySubmissionChanges(
+  pool: Pool,
+  batchSize: number,
+  orgFilter: string[] | null,
+  result: ApplyResult,
+  rotation?: OrganizationRotation,
+): Promise<void> {
+  let release = () => undefined as void;
   try {
-    await client.query("BEGIN");
-    await pinTextForms(client);
-    const claimed = await client.query<ClaimedChange>(
-      `SELECT seq, organization_id, form_id, submission_id FROM form_dataset_changes
-        WHERE kind = 'submission' AND ($2::uuid IS NULL OR organization_id = $2)
-        ORDER BY seq LIMIT $1 FOR UPDATE SKIP LOCKED`,
-      [batchSize, orgFilter],
-    );
-    const groups = new Map<string, ClaimedChange[]>();
-    for (const c of claimed.rows) {
-      const k = `${c.organization_id}/${c.form_id}`;
-      groups.set(k, [...(groups.get(k) ?? []), c]);
-    }
-    const consumedSeqs: string[] = [];
-    // A fixed lock order keeps concurrent consumers from deadlocking on each other's forms.
-    for (const key of [...groups.keys()].sort()) {
-      const changes = groups.get(key)!;
-      const { organization_id: orgId, form_id: formId } = changes[0];
-      const [k1, k2] = formLockKeys(orgId, formId);
-      const locked = await client.query<{ ok: boolean }>("SELECT pg_try_advisory_xact_lock($1, $2) AS ok", [k1, k2]);
-      if (!locked.rows[0].ok) {
-        // A rebuild or another consumer holds the form; these rows stay for the next round.
-        result.deferred += changes.length;
-        continue;
+    const consumed = await inTransaction(pool, async (client) => {
+      await pinTextForms(client);
+      // With a rotation, a batch holds one organization's changes (the next organization in turn), so
+      // a bulk import of one organization is consumed between the others', not before them.
+      const claimed = rotation
+        ? await claimInRotation<ClaimedChange>(client, rotation, (after, busy) => ({
+            text: `SELECT seq, organization_id, form_id, submission_id FROM form_dataset_changes
+                    WHERE organization_id = (
+                      SELECT organization_id FROM form_dataset_changes
+                       WHERE kind = 'submission' AND ($2::uuid[] IS NULL OR organization_id = ANY($2::uuid[])) AND organization_id ${after.op} $3::uuid
+                         AND organization_id <> ALL($4::uuid[])
+                       ORDER BY organization_id, seq LIMIT 1)
+                      AND kind = 'submission'
+                    ORDER BY organization_id, seq LIMIT $1 FOR UPDATE SKIP LOCKED`,
+            values: [batchSize, orgFilter, after.value, busy],
+          }))
+        : await client.query<ClaimedChange>(
+            `SELECT seq, organization_id, form_id, submission_id FROM form_dataset_changes
+              WHERE kind = 'submission' AND ($2::uuid[] IS NULL OR organization_id = ANY($2::uuid[]))
+              ORDER BY seq LIMIT $1 FOR UPDATE SKIP LOCKED`,
+            [batchSize, orgFilter],
+          );
+      if (rotation && claimed.rows.length > 0) release = rotation.take(claimed.rows[0].organization_id);
+      const groups = new Map<string, ClaimedChange[]>();
+      for (const c of claimed.rows) {
+        const k = `${c.organization_id}/${c.form_id}`;
+        groups.set(k, [...(groups.get(k) ?? []), c]);
       }
-      const submissionIds = [...new Set(changes.map((c) => c.submission_id))];
-      await applyFormChanges(client, orgId, formId, submissionIds, result);
-      consumedSeqs.push(...changes.map((c) => c.seq));
-    }
-    if (consumedSeqs.length > 0) {
-      await client.query("DELETE FROM form_dataset_changes WHERE seq = ANY($1::bigint[])", [consumedSeqs]);
-    }
-    await client.query("COMMIT");
-    result.consumed += consumedSeqs.length;
-  } catch (err) {
-    await client.query("ROLLBACK").catch(() => undefined);
-    throw err;
+      const consumedSeqs: string[] = [];
+      const consumedSeqSet = new Set<string>();
+      const consumedForms = new Map<string, Set<string>>();
+      // A fixed lock order keeps concurrent consumers from deadlocking on each other's forms.
+      for (const key of [...groups.keys()].sort()) {
+        const changes = groups.get(key)!;
+        const { organization_id: orgId, form_id: formId } = changes[0];
+        const [k1, k2] = formLockKeys(orgId, formId);
+        const locked = await client.query<{ ok: boolean }>("SELECT pg_try_advisory_xact_lock($1, $2) AS ok", [k1, k2]);
+        if (!locked.rows[0].ok) {
+          // A rebuild or another consumer holds the form; these rows stay for the next round.
+          result.deferred += changes.length;
+          continue;
+        }
+        const submissionIds = [...new Set(changes.map((c) => c.submission_id))];
+        await applyFormChanges(client, orgId, formId, submissionIds, result);
+        consumedSeqs.push(...changes.map((c) => c.seq));
+        consumedForms.set(orgId, (consumedForms.get(orgId) ?? new Set<string>()).add(formId));
+        for (const c of changes) consumedSeqSet.add(c.seq);
+      }
+      // One statement per organization, each keyed by it (routed to one node on a distributed database).
+      const consumedByOrganization = new Map<string, string[]>();
+      for (const c of claimed.rows) {
+        if (consumedSeqSet.has(c.seq)) consumedByOrganization.set(c.organization_id, [...(consumedByOrganization.get(c.organization_id) ?? []), c.seq]);
+      }
+      for (const [orgId, seqs] of consumedByOrganization) {
+        await client.query("DELETE FROM form_dataset_changes WHERE organization_id = $1 AND seq = ANY($2::bigint[])", [orgId, seqs]);
+      }
+      // Last, under the forms' locks: the floors pages read instead of the change log (one commit
+      // shows the rows, the consumed changes and the raised floors together).
+      for (const [orgId, forms] of consumedForms) await raisePendingFloors(client, orgId, [...forms]);
+      return consumedSeqs.length;
+    });
+    result.consumed += consumed;
   } finally {
-    client.release();
+    release();
   }
 }
 
@@ -182,7 +363,11 @@ async function applyFormChanges(client: PoolClient, orgId: string, formId: strin
       );
       if ((deleted.rowCount ?? 0) + (inserted.rowCount ?? 0) > 0) moved.push(d.key);
     }
-    await bumpDatasetChanges(client, orgId, moved);
+    const newest = await client.query<{ stamp: string | null }>(
+      "SELECT max(last_modified)::text AS stamp FROM submissions WHERE organization_id = $1 AND id = ANY($2::uuid[])",
+      [orgId, submissionIds],
+    );
+    await bumpDatasetChanges(client, orgId, moved, newest.rows[0].stamp);
     await client.query("RELEASE SAVEPOINT form_changes");
     result.submissions += submissionIds.length;
   } catch (err) {

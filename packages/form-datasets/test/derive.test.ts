@@ -11,7 +11,7 @@ const derive = (formName: string, fields: FormField[], previous: PreviousDataset
   deriveFormDatasets({ formId: FORM_ID, formName, fields, previous, takenKeys });
 
 /** What the registry would hold after a build of these plans (input for the next derivation). */
-const asPrevious = (plans: DatasetPlan[], state = "ready"): PreviousDataset[] =>
+const asPrevious = (plans: DatasetPlan[], state: PreviousDataset["state"] = "ready"): PreviousDataset[] =>
   plans.map((p) => ({ key: p.key, sourceRef: p.sourceRef, state, nameAssignments: p.nameAssignments, generation: 1 }));
 
 const SUBMISSION_ENVELOPE = [

@@ -1,4 +1,6 @@
-import type { Pool } from "pg";
+import { Client, type Pool } from "pg";
+import { pageHorizon } from "@exportsvc/datasets";
+import { testDatabaseUrl } from "../../../test/support/db";
 import { hash8 } from "@exportsvc/naming";
 import { applyPendingChanges, buildDataset, startMaintenanceLoop, type FormField } from "../src";
 import {
@@ -179,7 +181,8 @@ describe("rebuild: every value form", () => {
     ]);
     const entry = await registryRow(pool, orgId, "value_forms");
     expect(entry).toMatchObject({ kind: "submission", source_ref: formId, display_name: "Value Forms", state: "ready", parent_key: null });
-    expect(entry.table_name).toMatch(/^form_ds\.t_[0-9a-f]{16}_g1$/);
+    // In the organization's own schema (issue 15.5: ready for Citus schema-based sharding).
+    expect(entry.table_name).toMatch(new RegExp(`^form_ds_${orgId.replace(/-/g, "")}\\.t_[0-9a-f]{16}_g1$`));
     expect(entry.columns.every((c) => c.source.kind === "table")).toBe(true);
     const orgCol = await pool.query(`SELECT DISTINCT organization_id FROM ${entry.table_name}`);
     expect(orgCol.rows).toEqual([{ organization_id: orgId }]);
@@ -454,6 +457,31 @@ describe("rebuild lifecycle", () => {
     expect(await changeVersion(pool, orgId, "frozen")).toBe(version);
   });
 
+  it("a site with a zone PostgreSQL does not know is handled like a blank one: the rebuild fails in the service's words, naming the site", async () => {
+    const orgId = await createTestOrganization(pool);
+    const mars = await insertSite(pool, orgId, { name: "Olympus Base", timeZone: "UTC" });
+    const text = field("text", "note", "Note");
+    const formId = await insertForm(pool, orgId, "Martian", [text]);
+    await insertSubmission(pool, orgId, formId, { siteId: mars, values: { [text.id]: "m" } });
+    await drain(orgId);
+    const builtBefore = await registryRow(pool, orgId, "martian");
+    expect(builtBefore.state).toBe("ready");
+
+    await pool.query("UPDATE sites SET time_zone = 'Mars/Olympus' WHERE id = $1", [mars]);
+    await publish(pool, orgId, formId, [text, field("text", "more", "More")]);
+    await drain(orgId);
+    const failed = await registryRow(pool, orgId, "martian");
+    expect(failed.state).toBe("failed");
+    expect(failed.error).toMatch(/Olympus Base.*unknown time zone "Mars\/Olympus"/);
+    expect(failed.error).not.toMatch(/not recognized/);
+    expect(failed.table_name).toBe(builtBefore.table_name);
+
+    // Fixing the zone queues the blocked rebuild, as for a blank zone.
+    await pool.query("UPDATE sites SET time_zone = 'Europe/Paris' WHERE id = $1", [mars]);
+    await drain(orgId);
+    expect(await registryRow(pool, orgId, "martian")).toMatchObject({ state: "ready", error: null });
+  });
+
   it("a site with a blank time zone fails its form's rebuild (previous table kept) while another form stays ready", async () => {
     const orgId = await createTestOrganization(pool);
     const good = await insertSite(pool, orgId, { timeZone: "America/New_York" });
@@ -687,6 +715,51 @@ describe("incremental maintenance", () => {
   });
 });
 
+describe("maintenance loop wake-ups", () => {
+  it("a wake that arrives after a pass's last look (while the lag is sampled) is not lost until the next poll", async () => {
+    const orgId = await createTestOrganization(pool);
+    const title = field("text", "title", "Title");
+    const formId = await insertForm(pool, orgId, "Late Wake", [title]);
+    let gate: Promise<void> | undefined;
+    let open = () => undefined as void;
+    let sampling = false;
+    const loop = startMaintenanceLoop(pool, {
+      pollIntervalMs: 600_000,
+      lagSampleMs: 600_000,
+      organizationId: orgId,
+      onLag: async () => {
+        sampling = true;
+        await gate;
+        sampling = false;
+      },
+    });
+    const waitFor = async (what: string, check: () => Promise<boolean> | boolean) => {
+      for (let i = 0; i < 300; i++) {
+        if (await check()) return;
+        await new Promise((r) => setTimeout(r, 50));
+      }
+      throw new Error(`condition not reached: ${what}`);
+    };
+    try {
+      await waitFor("dataset built", async () => (await registryRows(pool, orgId)).some((r) => r.key === "late_wake" && r.state === "ready"));
+      await waitFor("first pass over", () => !sampling);
+      await new Promise((r) => setTimeout(r, 200));
+      // Hold the next pass in its lag sample, after its drain found nothing to do.
+      gate = new Promise<void>((resolve) => (open = resolve));
+      loop.wake();
+      await waitFor("the pass sampling its lag", () => sampling);
+      // Committed (and notified) while the pass is past its last look at the change log.
+      const sub = await insertSubmission(pool, orgId, formId, { values: { [title.id]: "late" } });
+      loop.wake();
+      open();
+      await waitFor("the late submission applied", async () => (await datasetRows(pool, orgId, "late_wake")).some((r) => r.id === sub && r.title === "late"));
+    } finally {
+      open();
+      await loop.stop();
+    }
+  });
+});
+
 describe("rebuild: grid entries and parallel rendering", () => {
   it("grid entries that are not objects are skipped, rows number consecutively; a grid value that is not an array has no rows", async () => {
     const orgId = await createTestOrganization(pool);
@@ -810,7 +883,9 @@ describe("rebuild: grid entries and parallel rendering", () => {
 
     // The other helper committed its table as staged; no rebuild holds the form now, so a cleanup pass drops it.
     const staged = await pool.query<{ table_name: string }>("SELECT table_name FROM form_ds.dataset_tables WHERE organization_id = $1 AND staged", [orgId]);
-    expect(staged.rowCount).toBeGreaterThan(0);
+    // Whether a sibling got as far as committing its table before the failure stopped it is a race
+    // (it lost on a loaded CI machine); the clean-up of staged tables is covered deterministically by
+    // "a staged table is kept while its form's rebuild runs and dropped once the form is free". Here: whatever was staged is dropped.
     const cleaned = await applyPendingChanges(pool, { organizationId: orgId });
     expect(cleaned.droppedTables).toBe(staged.rowCount);
     for (const t of staged.rows) expect(await tableExists(pool, t.table_name)).toBe(false);
@@ -862,5 +937,70 @@ describe("rebuild: grid entries and parallel rendering", () => {
     }
     expect((await applyPendingChanges(pool, { organizationId: orgId })).droppedTables).toBe(1);
     expect(await tableExists(pool, table)).toBe(false);
+  });
+});
+
+describe("pending floors (issue 15): pages read the form's floor, which its consumers raise", () => {
+  const floorOf = async (orgId: string, formId: string) =>
+    (
+      await pool.query<{ t: string; held: boolean }>(
+        "SELECT (extract(epoch FROM pending_from) * 1000000)::bigint::text AS t, held FROM form_dataset_pending_floors WHERE organization_id = $1 AND form_id = $2",
+        [orgId, formId],
+      )
+    ).rows.map((r) => ({ micros: BigInt(r.t), held: r.held }))[0];
+  const stampOf = async (orgId: string, submissionId: string) =>
+    BigInt(
+      (await pool.query<{ t: string }>("SELECT (extract(epoch FROM last_modified) * 1000000)::bigint::text AS t FROM submissions WHERE organization_id = $1 AND id = $2", [orgId, submissionId]))
+        .rows[0].t,
+    );
+
+  it("a floor held back by an open writer keeps the page below it, and is raised once nothing holds it", async () => {
+    const orgId = await createTestOrganization(pool);
+    const formId = await insertForm(pool, orgId, "Floored", [field("text", "title", "Title")]);
+    await drain(orgId);
+    expect(await floorOf(orgId, formId)).toBeDefined(); // the rebuild raised it
+
+    const writer = new Client({ connectionString: testDatabaseUrl(), application_name: "source-system" });
+    await writer.connect();
+    try {
+      await writer.query("BEGIN");
+      await writer.query("SELECT pg_current_xact_id()");
+      const writerStarted = BigInt((await writer.query<{ t: string }>("SELECT (extract(epoch FROM now()) * 1000000)::bigint::text AS t")).rows[0].t);
+      const submission = await insertSubmission(pool, orgId, formId, {});
+      const stamp = await stampOf(orgId, submission);
+      await drain(orgId);
+      expect(await datasetRows(pool, orgId, "floored")).toHaveLength(1);
+      const held = await floorOf(orgId, formId);
+      expect(held.held).toBe(true);
+      expect(held.micros).toBeLessThanOrEqual(writerStarted);
+      await writer.query("ROLLBACK");
+
+      // The writer is gone, but the floor still keeps the applied row back until it is raised again.
+      const before = await pageHorizon(pool, orgId, formId);
+      expect(before.visibleBeforeMicros).toBeLessThanOrEqual(writerStarted);
+      expect(before.pendingHeld).toBe(true);
+      expect((await applyPendingChanges(pool, { organizationId: orgId })).raisedFloors).toBeGreaterThanOrEqual(1);
+      const raised = await floorOf(orgId, formId);
+      expect(raised.micros).toBeGreaterThan(stamp);
+      expect(raised.held).toBe(false);
+      const after = await pageHorizon(pool, orgId, formId);
+      expect(after.visibleBeforeMicros).toBeGreaterThan(stamp);
+      expect(after.pendingHeld).toBe(false);
+    } finally {
+      await writer.end();
+    }
+  });
+
+  it("a page never passes a change still pending; consuming it raises the floor past it", async () => {
+    const orgId = await createTestOrganization(pool);
+    const formId = await insertForm(pool, orgId, "Pending", [field("text", "title", "Title")]);
+    await drain(orgId);
+    const submission = await insertSubmission(pool, orgId, formId, {});
+    const stamp = await stampOf(orgId, submission);
+    // Not applied yet: the floor raised before it was logged still lies at or before its stamp.
+    expect((await pageHorizon(pool, orgId, formId)).visibleBeforeMicros).toBeLessThanOrEqual(stamp);
+    await drain(orgId);
+    expect((await pageHorizon(pool, orgId, formId)).visibleBeforeMicros).toBeGreaterThan(stamp);
+    expect((await floorOf(orgId, formId)).held).toBe(false);
   });
 });

@@ -1,3 +1,4 @@
+import type { StoredRegistryRow } from "@exportsvc/datasets";
 import { randomUUID } from "node:crypto";
 import type { Pool } from "pg";
 import type { FormField } from "../src";
@@ -70,19 +71,7 @@ export async function insertSubmission(pool: Pool, orgId: string, formId: string
   return id;
 }
 
-export interface RegistryRow {
-  key: string;
-  kind: string;
-  source_ref: string;
-  display_name: string | null;
-  parent_key: string | null;
-  columns: { key: string; dataType: string; label?: string; source: { kind: string; column: string } }[];
-  shape_fingerprint: string;
-  generation: number;
-  state: string;
-  table_name: string | null;
-  error: string | null;
-}
+export type RegistryRow = Omit<StoredRegistryRow, "name_assignments">;
 
 export async function registryRows(pool: Pool, orgId: string): Promise<RegistryRow[]> {
   const r = await pool.query<RegistryRow>(
@@ -106,7 +95,12 @@ export async function datasetRows(pool: Pool, orgId: string, key: string): Promi
   if (!row.table_name) throw new Error(`dataset ${key} has no table`);
   const isGrid = row.kind === "grid";
   // As the export prints them: text columns as stored, typed ones (id, last_modified, row_index) in their text form.
-  const select = row.columns.map((c) => `(${c.source.column})::text AS "${c.key}"`).join(", ");
+  const select = row.columns
+    .map((c) => {
+      if (c.source.kind !== "table") throw new Error(`column ${c.key} of ${key} is not a table column`);
+      return `(${c.source.column})::text AS "${c.key}"`;
+    })
+    .join(", ");
   const r = await pool.query(
     `SELECT ${select} FROM ${row.table_name} WHERE organization_id = $1 ORDER BY last_modified, id${isGrid ? ", row_index" : ""}`,
     [orgId],

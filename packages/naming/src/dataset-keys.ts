@@ -1,5 +1,5 @@
 import { HASH_LENGTH, MAX_NAME_LENGTH, hash8 } from "./normalize";
-import { toMap, withNumericSuffix } from "./unique";
+import { assignInThreePasses, withNumericSuffix } from "./unique";
 
 export interface DatasetKeyCandidate {
   /** Stable identity of the dataset: form id for a submission dataset, form id + grid path for a grid. */
@@ -43,37 +43,21 @@ function isDerivedKey(key: string, candidate: DatasetKeyCandidate): boolean {
  * numeric suffix `_2`, `_3`, ... follows. Every key is <= 63 characters of [a-z0-9_].
  */
 export function assignDatasetKeys(candidates: readonly DatasetKeyCandidate[], options: AssignDatasetKeysOptions = {}): Map<string, string> {
-  const taken = new Set(options.taken ?? []);
-  const previous = toMap(options.previous);
-  const assigned = new Map<string, string>();
   const kept = new Set<string>();
-
-  for (const c of candidates) {
-    if (assigned.has(c.sourceId)) throw new Error(`duplicate candidate sourceId ${c.sourceId}`);
-    const before = previous.get(c.sourceId);
+  return assignInThreePasses(candidates, {
+    taken: options.taken,
+    previous: options.previous,
     // A previous key may sit in `taken` too (callers often pass every registry key): it is this source's own.
-    if (before !== undefined && isDerivedKey(before, c) && !kept.has(before)) {
-      assigned.set(c.sourceId, before);
+    keepsPrevious: (c, before) => {
+      if (!isDerivedKey(before, c) || kept.has(before)) return false;
       kept.add(before);
-      taken.add(before);
-    }
-  }
-  const pending = candidates.filter((c) => !assigned.has(c.sourceId));
-  const clashing: DatasetKeyCandidate[] = [];
-  for (const c of pending) {
-    if (taken.has(c.name)) {
-      clashing.push(c);
-    } else {
-      assigned.set(c.sourceId, c.name);
-      taken.add(c.name);
-    }
-  }
-  for (const c of clashing) {
-    const hashed = hashedDatasetKey(c.name, c.hashInput);
-    let key = hashed;
-    for (let n = 2; taken.has(key); n++) key = withNumericSuffix(hashed, n);
-    assigned.set(c.sourceId, key);
-    taken.add(key);
-  }
-  return new Map(candidates.map((c) => [c.sourceId, assigned.get(c.sourceId)!]));
+      return true;
+    },
+    clashName: (c, taken) => {
+      const hashed = hashedDatasetKey(c.name, c.hashInput);
+      let key = hashed;
+      for (let n = 2; taken.has(key); n++) key = withNumericSuffix(hashed, n);
+      return key;
+    },
+  });
 }

@@ -61,11 +61,3 @@ export function composedName(input: string[] | ComposedNameParts): string {
   return truncateWithHash(full);
 }
 
-/**
- * The name of a candidate given as parts: one part without prefix/suffix is a direct name
- * (truncated), anything else is composed (hash on overflow). Used by the AssignNames RPC.
- */
-export function candidateName(input: ComposedNameParts): string {
-  if (input.parts.length === 1 && input.prefix === undefined && input.suffix === undefined) return directName(input.parts[0]);
-  return composedName(input);
-}

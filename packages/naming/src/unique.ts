@@ -42,35 +42,53 @@ export const toMap = (m: ReadonlyMap<string, string> | Record<string, string> | 
  * Plain names are handed out before suffixes so a candidate literally named `x_2` keeps it.
  */
 export function assignUniqueNames(candidates: readonly NameCandidate[], options: AssignUniqueNamesOptions = {}): Map<string, string> {
-  const taken = new Set(options.reserved ?? []);
-  const previous = toMap(options.previous);
+  return assignInThreePasses(candidates, {
+    taken: options.reserved,
+    previous: options.previous,
+    keepsPrevious: (c, before, taken) => !taken.has(before) && isDerivedFrom(before, c.name),
+    clashName: (c, taken) => {
+      let n = 2;
+      while (taken.has(withNumericSuffix(c.name, n))) n++;
+      return withNumericSuffix(c.name, n);
+    },
+  });
+}
+
+export interface ThreePassRules<C extends NameCandidate> {
+  /** Names nobody may take. */
+  taken?: Iterable<string>;
+  /** Earlier assignments (sourceId -> name). */
+  previous?: ReadonlyMap<string, string> | Record<string, string>;
+  /** Whether the candidate keeps its earlier name (`taken` holds what this run handed out so far). */
+  keepsPrevious: (candidate: C, before: string, taken: ReadonlySet<string>) => boolean;
+  /** A free name for a candidate whose plain name is taken. */
+  clashName: (candidate: C, taken: ReadonlySet<string>) => string;
+}
+
+/**
+ * The one assignment order every naming rule shares: earlier names kept first, then plain names in
+ * candidate order, then clash names; the result in candidate order, since callers iterate it.
+ */
+export function assignInThreePasses<C extends NameCandidate>(candidates: readonly C[], rules: ThreePassRules<C>): Map<string, string> {
+  const taken = new Set(rules.taken ?? []);
+  const previous = toMap(rules.previous);
   const assigned = new Map<string, string>();
+  const give = (c: C, name: string) => {
+    assigned.set(c.sourceId, name);
+    taken.add(name);
+  };
 
   for (const c of candidates) {
     if (assigned.has(c.sourceId)) throw new Error(`duplicate candidate sourceId ${c.sourceId}`);
     const before = previous.get(c.sourceId);
-    if (before !== undefined && !taken.has(before) && isDerivedFrom(before, c.name)) {
-      assigned.set(c.sourceId, before);
-      taken.add(before);
-    }
+    if (before !== undefined && rules.keepsPrevious(c, before, taken)) give(c, before);
   }
-  const pending = candidates.filter((c) => !assigned.has(c.sourceId));
-  const clashing: NameCandidate[] = [];
-  for (const c of pending) {
-    if (taken.has(c.name)) {
-      clashing.push(c);
-    } else {
-      assigned.set(c.sourceId, c.name);
-      taken.add(c.name);
-    }
+  const clashing: C[] = [];
+  for (const c of candidates) {
+    if (assigned.has(c.sourceId)) continue;
+    if (taken.has(c.name)) clashing.push(c);
+    else give(c, c.name);
   }
-  for (const c of clashing) {
-    let n = 2;
-    while (taken.has(withNumericSuffix(c.name, n))) n++;
-    const name = withNumericSuffix(c.name, n);
-    assigned.set(c.sourceId, name);
-    taken.add(name);
-  }
-  // Callers iterate the map; keep candidate order rather than assignment order.
+  for (const c of clashing) give(c, rules.clashName(c, taken));
   return new Map(candidates.map((c) => [c.sourceId, assigned.get(c.sourceId)!]));
 }

@@ -2,7 +2,6 @@ import {
   EMPTY_NAME,
   assignDatasetKeys,
   assignUniqueNames,
-  candidateName,
   composedName,
   directName,
   hash8,
@@ -72,14 +71,6 @@ describe("composedName", () => {
   it("is exactly 63 characters at the boundary and unhashed below it", () => {
     expect(composedName(["a".repeat(30), "b".repeat(31)])).toHaveLength(63);
     expect(composedName(["a".repeat(30), "b".repeat(31)])).not.toMatch(/_[0-9a-f]{8}$/);
-  });
-});
-
-describe("candidateName", () => {
-  it("is direct for one bare part and composed otherwise", () => {
-    const long = "z".repeat(80);
-    expect(candidateName({ parts: [long] })).toBe("z".repeat(63));
-    expect(candidateName({ parts: [long], suffix: "id" })).toMatch(/^z{54}_[0-9a-f]{8}$/);
   });
 });
 

@@ -34,8 +34,9 @@ export interface CallOptions {
 /**
  * A typed client: unary methods return promises that reject with the server's AppError;
  * server-streaming methods return the grpc-js readable stream (errors on it go through fromServiceError).
+ * `channelOptions` override the defaults below (tests lower the receive limit to prove streaming).
  */
-export function createClient<S extends DescService>(service: S, address: string): Client<S> {
+export function createClient<S extends DescService>(service: S, address: string, channelOptions: grpc.ChannelOptions = {}): Client<S> {
   const Ctor = grpc.makeGenericClientConstructor(serviceDefinition(service), service.typeName);
   const raw = new Ctor(address, grpc.credentials.createInsecure(), {
     "grpc.keepalive_time_ms": 30_000,
@@ -43,6 +44,7 @@ export function createClient<S extends DescService>(service: S, address: string)
     // HTTP/2's default 64 KiB window makes the export stream wait for a WINDOW_UPDATE after every
     // chunk; a few MiB keep it flowing (memory stays bounded by the window).
     "grpc-node.flow_control_window": FLOW_CONTROL_WINDOW_BYTES,
+    ...channelOptions,
   }) as unknown as grpc.Client & Record<string, Function>;
   const client: Record<string, unknown> = { close: () => raw.close(), raw };
   for (const method of service.methods) {

@@ -1,33 +1,93 @@
 import * as grpc from "@grpc/grpc-js";
-import type { DescService } from "@bufbuild/protobuf";
+import type {
+  DescMessage,
+  DescMethod,
+  DescMethodServerStreaming,
+  DescMethodUnary,
+  DescService,
+  MessageInitShape,
+  MessageShape,
+} from "@bufbuild/protobuf";
+import { AppError, type Logger, type ServiceMetrics } from "@exportsvc/common";
 import { serviceDefinition } from "./definition";
-import { toServiceError } from "./errors";
+import { grpcStatusForError, grpcStatusName, toServiceError } from "./errors";
+import { callTraceId } from "./trace";
 
-type UnaryImpl = (request: any, call: grpc.ServerUnaryCall<any, any>) => Promise<any>;
-type StreamImpl = (request: any, call: grpc.ServerWritableStream<any, any>) => Promise<void>;
-export type ServiceImpl = Record<string, UnaryImpl | StreamImpl>;
+type UnaryHandler<I extends DescMessage, O extends DescMessage> = (
+  request: MessageShape<I>,
+  call: grpc.ServerUnaryCall<MessageShape<I>, MessageShape<O>>,
+) => Promise<MessageInitShape<O>>;
+
+type StreamHandler<I extends DescMessage, O extends DescMessage> = (
+  request: MessageShape<I>,
+  call: grpc.ServerWritableStream<MessageShape<I>, MessageShape<O>>,
+) => Promise<void>;
 
 /**
- * Adds a service whose methods are async functions. Thrown errors become gRPC errors carrying
- * the AppError, so the gateway can render the same problem+json the service meant.
+ * The implementation of a generated service, typed from its descriptor as clients are (client.ts):
+ * one async function per method, named by the method's local name. A unary method resolves with its
+ * response; a server-streaming one writes to `call` and resolves when done. Either may throw an
+ * AppError, which reaches the client whole.
  */
-export function addService(server: grpc.Server, service: DescService, impl: ServiceImpl): void {
+export type ServiceImplementation<S extends DescService> = {
+  [K in keyof S["method"]]: S["method"][K] extends DescMethodUnary<infer I extends DescMessage, infer O extends DescMessage>
+    ? UnaryHandler<I, O>
+    : S["method"][K] extends DescMethodServerStreaming<infer I extends DescMessage, infer O extends DescMessage>
+      ? StreamHandler<I, O>
+      : never;
+};
+
+/** What observes every call a server answers; both optional (tests leave them out). */
+export interface CallInstrumentation {
+  /** One `rpc` line per call, and every 5xx with its trace id. */
+  log?: Logger;
+  /** grpc_server_handled_total and grpc_server_handling_seconds. */
+  metrics?: ServiceMetrics;
+}
+
+type AnyHandler = (request: unknown, call: grpc.ServerUnaryCall<unknown, unknown> & grpc.ServerWritableStream<unknown, unknown>) => Promise<unknown>;
+
+/**
+ * Adds a service whose methods are async functions. Thrown errors become gRPC errors carrying the
+ * AppError (status code from errors.ts), so the gateway can render the same problem+json the service
+ * meant. Every call is instrumented here, once for all services: counted and timed in `metrics`,
+ * logged as one `rpc` line, and, when it answers a 5xx, logged with its trace id.
+ */
+export function addService<S extends DescService>(
+  server: grpc.Server,
+  service: S,
+  impl: ServiceImplementation<S>,
+  instrumentation: CallInstrumentation = {},
+): void {
   const handlers: grpc.UntypedServiceImplementation = {};
   for (const method of service.methods) {
-    const fn = impl[method.localName];
+    const fn = (impl as Record<string, AnyHandler | undefined>)[method.localName];
     if (!fn) throw new Error(`${service.typeName}.${method.name} is not implemented`);
+    const observe = observer(service, method, instrumentation);
     if (method.methodKind === "unary") {
-      handlers[method.localName] = (call: grpc.ServerUnaryCall<any, any>, callback: grpc.sendUnaryData<any>) => {
-        (fn as UnaryImpl)(call.request, call).then(
-          (res) => callback(null, res),
-          (err) => callback(toServiceError(err)),
+      handlers[method.localName] = (call: grpc.ServerUnaryCall<unknown, unknown>, callback: grpc.sendUnaryData<unknown>) => {
+        const done = observe(call);
+        fn(call.request, call as never).then(
+          (res) => {
+            done(undefined);
+            callback(null, res);
+          },
+          (err: unknown) => {
+            done(err);
+            callback(toServiceError(err));
+          },
         );
       };
     } else if (method.methodKind === "server_streaming") {
-      handlers[method.localName] = (call: grpc.ServerWritableStream<any, any>) => {
-        (fn as StreamImpl)(call.request, call).then(
-          () => call.end(),
-          (err) => {
+      handlers[method.localName] = (call: grpc.ServerWritableStream<unknown, unknown>) => {
+        const done = observe(call);
+        fn(call.request, call as never).then(
+          () => {
+            done(undefined);
+            call.end();
+          },
+          (err: unknown) => {
+            done(err);
             if (!call.cancelled) call.emit("error", toServiceError(err));
           },
         );
@@ -37,6 +97,50 @@ export function addService(server: grpc.Server, service: DescService, impl: Serv
     }
   }
   server.addService(serviceDefinition(service), handlers);
+}
+
+/**
+ * Starts observing one call; the returned function ends it with the call's error (undefined: OK).
+ * The `rpc` line is written inside the call's trace context, so it carries the request's trace id:
+ * with the gateway's access log line, one request can be followed through every service it reached.
+ * The organization id is logged when the request names one (never in metrics: docs/observability.md).
+ */
+function observer(service: DescService, method: DescMethod, { log, metrics }: CallInstrumentation) {
+  const what = `${service.typeName}.${method.name}`;
+  return (call: { request: unknown; metadata: grpc.Metadata }) => {
+    const started = process.hrtime.bigint();
+    return (err: unknown) => {
+      const code = grpcStatusName(err === undefined ? grpc.status.OK : grpcStatusForError(err));
+      const seconds = Number(process.hrtime.bigint() - started) / 1e9;
+      metrics?.observeGrpcCall({ service: service.typeName, method: method.localName, code, durationSeconds: seconds });
+      if (!log) return;
+      const organizationId = (call.request as { organizationId?: unknown } | undefined)?.organizationId;
+      log.info(
+        {
+          grpcService: service.typeName,
+          grpcMethod: method.localName,
+          grpcCode: code,
+          organizationId: typeof organizationId === "string" && organizationId !== "" ? organizationId : undefined,
+          durationMs: Math.round(seconds * 1e4) / 10,
+        },
+        "rpc",
+      );
+      if (err !== undefined) logServerError(log, what, call, err);
+    };
+  };
+}
+
+/**
+ * Every 5xx a service answers is logged by that service, with the call's trace id, so the
+ * client's traceId leads to the cause (a failure that is not an AppError, i.e. a bug or a database
+ * error, in full; a typed 5xx as a warning). 4xx are the caller's business and are not logged here.
+ */
+function logServerError(log: Logger, what: string, call: { metadata: grpc.Metadata }, err: unknown): void {
+  if (err instanceof AppError) {
+    if (err.status >= 500) log.warn({ traceId: callTraceId(call.metadata), status: err.status, errorCode: err.errorCode }, `${what} answered ${err.status}`);
+    return;
+  }
+  log.error({ traceId: callTraceId(call.metadata), status: 500, errorCode: "INTERNAL_ERROR", err }, `${what} failed`);
 }
 
 /** Binds and starts a server; resolves with the bound port. */

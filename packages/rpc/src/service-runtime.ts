@@ -1,34 +1,33 @@
 import * as grpc from "@grpc/grpc-js";
 import type { DescService } from "@bufbuild/protobuf";
 import {
-  addHealthService,
   buildInfoFromEnv,
   createMetrics,
-  instrumentServiceImpl,
   startMetricsServer,
+  type GrpcServiceConfig,
   type Logger,
   type MetricsServer,
   type PoolLike,
   type ServiceMetrics,
 } from "@exportsvc/common";
-import { addService, listen, shutdown, type ServiceImpl } from "./server";
+import { addHealthService } from "./health";
+import { addService, listen, shutdown, type CallInstrumentation, type ServiceImplementation } from "./server";
 
-/** The variables every gRPC service reads for its server (same names in every service's config). */
-export interface GrpcServiceSettings {
-  GRPC_HOST: string;
-  GRPC_PORT: number;
-  /** Serves /metrics on this port when set. */
-  METRICS_PORT?: number;
-  /** How long calls in flight may run on after a stop starts before they are cut. */
-  SHUTDOWN_GRACE_MS: number;
-}
+/** The server's part of the configuration every gRPC service shares (@exportsvc/common's grpcServiceConfigSchema). */
+export type GrpcServiceSettings = Pick<GrpcServiceConfig, "GRPC_HOST" | "GRPC_PORT" | "METRICS_PORT" | "SHUTDOWN_GRACE_MS">;
 
 /** The service's database pool: observed by the metrics, ended last. */
 export type ServicePool = PoolLike & { end(): Promise<void> };
 
-export interface ServiceImplementation {
+/** A generated service and its implementation, typed together by `serve`. */
+export interface ServedService {
   service: DescService;
-  impl: ServiceImpl;
+  add(server: grpc.Server, instrumentation: Required<CallInstrumentation>): void;
+}
+
+/** Pairs a service descriptor with its implementation, checked against the descriptor's methods. */
+export function serve<S extends DescService>(service: S, impl: ServiceImplementation<S>): ServedService {
+  return { service, add: (server, instrumentation) => addService(server, service, impl, instrumentation) };
 }
 
 export interface BackgroundWork {
@@ -43,12 +42,12 @@ export interface GrpcServiceOptions {
   pool: ServicePool;
   serverOptions?: grpc.ServerOptions;
   /** The services to serve; each is instrumented and reported by the health service under its full name. */
-  implement(metrics: ServiceMetrics): ServiceImplementation[];
+  implement(metrics: ServiceMetrics): ServedService[];
   /**
    * Starts work that runs alongside the server, once it is bound and before health reports SERVING.
-   * What it returns is stopped after the server has drained.
+   * What it returns is stopped after the server has drained. It records into the service's metrics.
    */
-  startBackgroundWork?(): Promise<BackgroundWork | undefined>;
+  startBackgroundWork?(metrics: ServiceMetrics): Promise<BackgroundWork | undefined>;
   /** Releases what the service holds besides the pool (clients); after a failed start and at stop, before the pool ends. */
   release?(): void | Promise<void>;
 }
@@ -74,9 +73,7 @@ export async function startGrpcService(options: GrpcServiceOptions): Promise<Run
   const server = new grpc.Server(options.serverOptions);
   const setHealth = addHealthService(server);
   const implementations = options.implement(metrics);
-  for (const { service, impl } of implementations) {
-    addService(server, service, instrumentServiceImpl(metrics, service.typeName, impl));
-  }
+  for (const served of implementations) served.add(server, { log, metrics });
   const releaseAll = async () => {
     await options.release?.();
     await pool.end();
@@ -88,7 +85,7 @@ export async function startGrpcService(options: GrpcServiceOptions): Promise<Run
   try {
     port = await listen(server, `${settings.GRPC_HOST}:${settings.GRPC_PORT}`);
     if (settings.METRICS_PORT !== undefined) metricsServer = await startMetricsServer(settings.METRICS_PORT, metrics.registry, settings.GRPC_HOST);
-    background = await options.startBackgroundWork?.();
+    background = await options.startBackgroundWork?.(metrics);
   } catch (err) {
     server.forceShutdown();
     await metricsServer?.close();

@@ -1,5 +1,5 @@
 import { AppError, Errors, type Logger } from "@exportsvc/common";
-import { handlerErrorMapping } from "../src";
+import { handlerErrorMapping, unavailableMapping } from "../src";
 
 function recordingLog() {
   const entries: { level: string; msg: string; err: unknown }[] = [];
@@ -39,5 +39,18 @@ describe("handlerErrorMapping", () => {
     expect(err).toMatchObject({ status: 500, errorCode: "INTERNAL_ERROR" });
     expect((err as AppError).message).not.toContain("secret internals");
     expect(entries).toEqual([{ level: "error", msg: "ListDatasets failed", err: cause }]);
+  });
+});
+
+describe("unavailableMapping", () => {
+  it("turns an unreachable database into the typed 503 and passes everything else unchanged", async () => {
+    const withDatabase = unavailableMapping(unavailable);
+    await expect(withDatabase(async () => 42)).resolves.toBe(42);
+    const refused = Object.assign(new Error("connect ECONNREFUSED"), { code: "ECONNREFUSED" });
+    await expect(withDatabase(async () => Promise.reject(refused))).rejects.toMatchObject({ status: 503, errorCode: "DATABASE_UNAVAILABLE" });
+    const notFound = Errors.datasetNotFound("x");
+    await expect(withDatabase(async () => Promise.reject(notFound))).rejects.toBe(notFound);
+    const bug = new Error("bug");
+    await expect(withDatabase(async () => Promise.reject(bug))).rejects.toBe(bug);
   });
 });

@@ -1,6 +1,7 @@
 import * as grpc from "@grpc/grpc-js";
 import { AppError, Errors } from "@exportsvc/common";
-import { CatalogService, ExportService } from "@exportsvc/proto";
+import { create } from "@bufbuild/protobuf";
+import { ExportCsvResponseSchema, ExportService, SchemaService } from "@exportsvc/proto";
 import { addService, createClient, fromServiceError, listen, shutdown } from "../src";
 
 describe("descriptor → grpc-js adapter", () => {
@@ -9,18 +10,19 @@ describe("descriptor → grpc-js adapter", () => {
 
   beforeAll(async () => {
     server = new grpc.Server();
-    addService(server, CatalogService, {
-      listDatasets: async (req: { organizationId: string }) => {
+    addService(server, SchemaService, {
+      syncDatasets: async (req) => {
         if (req.organizationId === "missing") throw Errors.datasetNotFound("x");
         if (req.organizationId === "boom") throw new Error("secret internals");
-        return { datasets: [{ key: "deviations", columns: [{ key: "id", dataType: "uuid" }], csvPath: "/v1/datasets/deviations/csv", changeToken: "t" }], etag: '"e"' };
+        return { changed: req.organizationId.length };
       },
     });
     addService(server, ExportService, {
-      exportCsv: async (req: { limit: number }, call: grpc.ServerWritableStream<any, any>) => {
-        for (let i = 0; i < req.limit; i++) call.write({ data: Buffer.from(`row${i}\n`) });
+      exportCsv: async (req, call) => {
+        for (let i = 0; i < (req.limit ?? 0); i++) call.write(create(ExportCsvResponseSchema, { data: Buffer.from(`row${i}\n`) }));
         if (req.limit === 3) throw Errors.databaseUnavailable();
       },
+      exportDeletions: async () => undefined,
     });
     const port = await listen(server, "127.0.0.1:0");
     address = `127.0.0.1:${port}`;
@@ -28,18 +30,16 @@ describe("descriptor → grpc-js adapter", () => {
   afterAll(() => shutdown(server, 1000));
 
   it("round-trips unary messages", async () => {
-    const client = createClient(CatalogService, address);
-    const res = await client.listDatasets({ organizationId: "o" });
-    expect(res.datasets[0].key).toBe("deviations");
-    expect(res.datasets[0].columns[0].dataType).toBe("uuid");
-    expect(res.datasets[0].displayName).toBeUndefined();
+    const client = createClient(SchemaService, address);
+    expect((await client.syncDatasets({ organizationId: "seven-x" })).changed).toBe(7);
+    expect((await client.syncDatasets({ organizationId: "" })).changed).toBe(0);
     client.close();
   });
 
   it("carries AppErrors across and hides other failures", async () => {
-    const client = createClient(CatalogService, address);
-    await expect(client.listDatasets({ organizationId: "missing" })).rejects.toMatchObject({ status: 404, errorCode: "DATASET_NOT_FOUND" });
-    const err = await client.listDatasets({ organizationId: "boom" }).catch((e: AppError) => e);
+    const client = createClient(SchemaService, address);
+    await expect(client.syncDatasets({ organizationId: "missing" })).rejects.toMatchObject({ status: 404, errorCode: "DATASET_NOT_FOUND" });
+    const err = await client.syncDatasets({ organizationId: "boom" }).catch((e: AppError) => e);
     expect(err).toBeInstanceOf(AppError);
     expect((err as AppError).errorCode).toBe("INTERNAL_ERROR");
     expect((err as AppError).message).not.toContain("secret internals");

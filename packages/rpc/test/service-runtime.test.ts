@@ -1,8 +1,8 @@
 import { createServer, type AddressInfo, type Server } from "node:net";
 import * as grpc from "@grpc/grpc-js";
-import { createLogger, Errors, HEALTH_SERVICE_DEFINITION } from "@exportsvc/common";
-import { CatalogService } from "@exportsvc/proto";
-import { createClient, startGrpcService, type GrpcServiceOptions, type GrpcServiceSettings } from "../src";
+import { createLogger, Errors } from "@exportsvc/common";
+import { Health, HealthCheckResponse_ServingStatus, SchemaService, type HealthCheckResponse } from "@exportsvc/proto";
+import { createClient, serve, serviceDefinition, startGrpcService, type GrpcServiceOptions, type GrpcServiceSettings } from "../src";
 
 const log = createLogger("service-runtime-test", "silent");
 const SETTINGS: GrpcServiceSettings = { GRPC_HOST: "127.0.0.1", GRPC_PORT: 0, SHUTDOWN_GRACE_MS: 1_000 };
@@ -21,29 +21,27 @@ async function freePort(): Promise<number> {
   return port;
 }
 
+/** The status's name ("SERVING"); rejects with the bare gRPC error (e.g. NOT_FOUND) the Check failed with. */
 function healthCheck(port: number, service: string): Promise<string> {
-  const Health = grpc.makeGenericClientConstructor(HEALTH_SERVICE_DEFINITION, "Health");
-  const client = new Health(`127.0.0.1:${port}`, grpc.credentials.createInsecure()) as unknown as grpc.Client & {
-    check(req: { service: string }, cb: (err: grpc.ServiceError | null, res: { status: string }) => void): void;
+  const HealthClient = grpc.makeGenericClientConstructor(serviceDefinition(Health), Health.typeName);
+  const client = new HealthClient(`127.0.0.1:${port}`, grpc.credentials.createInsecure()) as unknown as grpc.Client & {
+    check(req: { service: string }, cb: (err: grpc.ServiceError | null, res: HealthCheckResponse) => void): void;
   };
   return new Promise<string>((resolve, reject) =>
     client.check({ service }, (err, res) => {
       client.close();
-      return err ? reject(err) : resolve(res.status);
+      return err ? reject(err) : resolve(HealthCheckResponse_ServingStatus[res.status]);
     }),
   );
 }
 
 const catalogImpl = () => [
-  {
-    service: CatalogService,
-    impl: {
-      listDatasets: async (request: { organizationId: string }) => {
-        if (request.organizationId === "missing") throw Errors.datasetNotFound("x");
-        return { datasets: [], etag: '"e"' };
-      },
+  serve(SchemaService, {
+    syncDatasets: async (request) => {
+      if (request.organizationId === "missing") throw Errors.datasetNotFound("x");
+      return { changed: 7 };
     },
-  },
+  }),
 ];
 
 function options(events: string[], overrides: Partial<GrpcServiceOptions> = {}): GrpcServiceOptions {
@@ -64,16 +62,16 @@ describe("startGrpcService", () => {
     const service = await startGrpcService(options(events, { settings: { ...SETTINGS, METRICS_PORT: 0 } }));
     try {
       expect(await healthCheck(service.port, "")).toBe("SERVING");
-      expect(await healthCheck(service.port, CatalogService.typeName)).toBe("SERVING");
+      expect(await healthCheck(service.port, SchemaService.typeName)).toBe("SERVING");
 
-      const client = createClient(CatalogService, `127.0.0.1:${service.port}`);
-      await expect(client.listDatasets({ organizationId: "o" })).resolves.toMatchObject({ etag: '"e"' });
-      await expect(client.listDatasets({ organizationId: "missing" })).rejects.toMatchObject({ errorCode: "DATASET_NOT_FOUND" });
+      const client = createClient(SchemaService, `127.0.0.1:${service.port}`);
+      await expect(client.syncDatasets({ organizationId: "o" })).resolves.toMatchObject({ changed: 7 });
+      await expect(client.syncDatasets({ organizationId: "missing" })).rejects.toMatchObject({ errorCode: "DATASET_NOT_FOUND" });
       client.close();
 
       expect(service.metricsPort).toEqual(expect.any(Number));
       const body = await (await fetch(`http://127.0.0.1:${service.metricsPort}/metrics`)).text();
-      expect(body).toMatch(/grpc_server_handled_total\{[^}]*grpc_method="listDatasets"[^}]*grpc_code="OK"[^}]*\} 1/);
+      expect(body).toMatch(/grpc_server_handled_total\{[^}]*grpc_method="syncDatasets"[^}]*grpc_code="OK"[^}]*\} 1/);
       expect(body).toMatch(/grpc_server_handled_total\{[^}]*grpc_code="NOT_FOUND"[^}]*\} 1/);
       expect(body).toContain('db_pool_connections{pool="main",state="total"} 3');
     } finally {
@@ -89,7 +87,7 @@ describe("startGrpcService", () => {
     const service = await startGrpcService(
       options(events, {
         startBackgroundWork: async () => {
-          statusDuringStart = await healthCheck(port, CatalogService.typeName).catch((err: grpc.ServiceError) => err.code);
+          statusDuringStart = await healthCheck(port, SchemaService.typeName).catch((err: grpc.ServiceError) => err.code);
           events.push("background.start");
           return { stop: async () => void events.push("background.stop") };
         },
@@ -97,7 +95,7 @@ describe("startGrpcService", () => {
       }),
     );
     expect(statusDuringStart).toBe(grpc.status.NOT_FOUND);
-    expect(await healthCheck(service.port, CatalogService.typeName)).toBe("SERVING");
+    expect(await healthCheck(service.port, SchemaService.typeName)).toBe("SERVING");
     const first = service.stop();
     expect(service.stop()).toBe(first);
     await first;

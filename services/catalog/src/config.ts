@@ -1,17 +1,18 @@
 import { z } from "zod";
-import { env, parseConfig } from "@exportsvc/common";
+import { env, grpcServiceConfigSchema, parseConfig } from "@exportsvc/common";
 
-export const catalogConfigSchema = z.object({
-  DATABASE_URL: env.url(),
-  GRPC_HOST: z.string().min(1).default("0.0.0.0"),
-  GRPC_PORT: env.port(50052),
+export const catalogConfigSchema = grpcServiceConfigSchema({ GRPC_PORT: 50052, DATABASE_POOL_MAX: 10 }).extend({
   /** The schema service, asked to sync an organization's registry before a listing that needs it. */
   SCHEMA_ADDRESS: z.string().min(1).default("127.0.0.1:50054"),
-  LOG_LEVEL: env.logLevel(),
-  SHUTDOWN_GRACE_MS: env.int(10_000, 0),
-  /** Port of the Prometheus /metrics endpoint; unset = no metrics server. */
-  METRICS_PORT: z.coerce.number().int().min(0).max(65535).optional(),
-  DATABASE_POOL_MAX: env.int(10, 1, 100),
+  /** Hot standby of DATABASE_URL the listing's registry reads go to once it has caught up (docs/catalog.md). */
+  DATABASE_READ_URL: env.optionalString().pipe(z.string().url().optional()),
+  /** How long a listing waits for the standby to catch up before it reads the primary instead. */
+  READ_REPLICA_MAX_WAIT_MS: env.int(2_000, 0, 60_000),
+  /**
+   * Bytes of rendered listings kept per process, by organization and listing version, so an
+   * unchanged listing is streamed without being built again (docs/catalog.md, "A cheap 304"); 0 keeps none.
+   */
+  LISTING_CACHE_BYTES: env.int(64 * 1024 * 1024, 0),
   /** Deadline of the SyncDatasets call made for read-your-writes. */
   SCHEMA_SYNC_TIMEOUT_MS: env.int(10_000, 100),
 });

@@ -1,4 +1,4 @@
 export * from "./config";
 export * from "./server";
 export * from "./listing";
-export * from "./list-datasets";
+export * from "./handlers/list-datasets";

@@ -1,12 +1,13 @@
 import { runService } from "@exportsvc/common";
 import { loadCatalogConfig } from "./config";
+import { start } from "./server";
 
-export type { CatalogConfig } from "./config";
-export type { RunningCatalogService } from "./server";
-
-/** Starts the service. ./server loads on first call so that tracing can start before grpc-js and pg load (instrumentation patches them on load). */
-export const start: typeof import("./server").start = (config, options) => (require("./server") as typeof import("./server")).start(config, options);
-
+/**
+ * The catalog process: configuration (fail fast, naming the variable), then the server; SIGTERM or
+ * SIGINT stops it gracefully. Run it as `node --import ./src/tracing.ts src/main.ts` (in the image,
+ * dist/tracing.js and dist/main.js): tracing must be running before ./server loads grpc-js and pg,
+ * which instrumentation patches as they load.
+ */
 if (require.main === module) {
   runService({ name: "catalog", loadConfig: loadCatalogConfig, logLevel: (config) => config.LOG_LEVEL, start: (config, log) => start(config, { log }) });
 }

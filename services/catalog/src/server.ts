@@ -1,9 +1,11 @@
 import { createLogger, type Logger } from "@exportsvc/common";
 import { createPool, isDatabaseUnavailable } from "@exportsvc/db";
-import { CatalogService, SchemaService, type ListDatasetsRequest } from "@exportsvc/proto";
-import { createClient, handlerErrorMapping, startGrpcService } from "@exportsvc/rpc";
+import { CatalogService, SchemaService } from "@exportsvc/proto";
+import { createClient, handlerErrorMapping, serve, startGrpcService } from "@exportsvc/rpc";
 import type { CatalogConfig } from "./config";
-import { listDatasets } from "./list-datasets";
+import { listDatasets, type ListDatasetsDeps } from "./handlers/list-datasets";
+import { streamListing } from "./handlers/stream-listing";
+import { ListingCache } from "./listing-cache";
 
 export interface RunningCatalogService {
   port: number;
@@ -14,12 +16,18 @@ export interface RunningCatalogService {
 export async function start(config: CatalogConfig, options: { log?: Logger } = {}): Promise<RunningCatalogService> {
   const log = options.log ?? createLogger("catalog", config.LOG_LEVEL);
   const pool = createPool({ connectionString: config.DATABASE_URL, max: config.DATABASE_POOL_MAX, applicationName: "catalog" });
+  const readPool = config.DATABASE_READ_URL
+    ? createPool({ connectionString: config.DATABASE_READ_URL, max: config.DATABASE_POOL_MAX, applicationName: "catalog" })
+    : undefined;
   const schema = createClient(SchemaService, config.SCHEMA_ADDRESS);
-  const deps = {
+  const deps: ListDatasetsDeps = {
     pool,
     syncRegistry: async (organizationId: string) => {
       await schema.syncDatasets({ organizationId }, { deadlineMs: config.SCHEMA_SYNC_TIMEOUT_MS });
     },
+    readReplica: readPool ? { pool: readPool, maxWaitMs: config.READ_REPLICA_MAX_WAIT_MS } : undefined,
+    logger: log,
+    cache: new ListingCache(config.LISTING_CACHE_BYTES),
   };
   const withErrorMapping = handlerErrorMapping(log, isDatabaseUnavailable);
   const { port, stop } = await startGrpcService({
@@ -27,15 +35,20 @@ export async function start(config: CatalogConfig, options: { log?: Logger } = {
     settings: config,
     log,
     pool,
-    implement: () => [
-      {
-        service: CatalogService,
-        impl: {
-          listDatasets: (request: ListDatasetsRequest) => withErrorMapping("ListDatasets", () => listDatasets(deps, request.organizationId)),
-        },
-      },
-    ],
-    release: () => schema.close(),
+    implement: (metrics) => {
+      deps.metrics = metrics;
+      if (readPool) metrics?.exposeReplicaFallbacks("listing");
+      return [
+        serve(CatalogService, {
+          listDatasets: (request, call) =>
+            withErrorMapping("ListDatasets", async () => streamListing(call, await listDatasets(deps, request.organizationId, request.ifNoneMatch))),
+        }),
+      ];
+    },
+    release: async () => {
+      schema.close();
+      await readPool?.end();
+    },
   });
   return { port, stop };
 }

@@ -1,15 +1,17 @@
 import { randomUUID } from "node:crypto";
 import { FIXED_DATASETS } from "@exportsvc/datasets";
-import type { DatasetEntry } from "@exportsvc/proto";
-import { createTestOrganization, testPool } from "../../../test/support/db";
-import { insertFormDataset, startCatalogHarness, type CatalogHarness } from "./support";
+import { Client } from "pg";
+import { CatalogService } from "@exportsvc/proto";
+import { createClient } from "@exportsvc/rpc";
+import { createTestOrganization, testDatabaseUrl, testPool } from "../../../test/support/db";
+import { collectListing, insertFormDataset, startCatalogHarness, type ApiListingEntry, type CatalogHarness } from "./support";
 
 describe("ListDatasets", () => {
   const pool = testPool();
   let harness: CatalogHarness;
-  const list = (org: string) => harness.client.listDatasets({ organizationId: org });
+  const list = (org: string) => collectListing(harness.client, { organizationId: org });
   const tokens = async (org: string) => new Map((await list(org)).datasets.map((d) => [d.key, d.changeToken]));
-  const byKey = (datasets: DatasetEntry[], key: string) => datasets.find((d) => d.key === key)!;
+  const byKey = (datasets: ApiListingEntry[], key: string) => datasets.find((d) => d.key === key)!;
 
   beforeAll(async () => {
     harness = await startCatalogHarness();
@@ -41,7 +43,8 @@ describe("ListDatasets", () => {
     for (const d of datasets) {
       expect(d.columns.at(-1)).toEqual(expect.objectContaining({ key: "_cursor", dataType: "text" }));
       expect(d.columns.filter((c) => c.key === "_cursor")).toHaveLength(1);
-      expect(d.csvPath).toBe(`/v1/datasets/${d.key}/csv`);
+      expect(d.links.csv).toBe(`/v1/datasets/${d.key}/csv`);
+      expect(d.links.deletions).toBe(`/v1/datasets/${d.key}/deletions`);
     }
     const suppliers = byKey(datasets, "resources_suppliers");
     // Read-your-writes: the attribute added just before the listing is there.
@@ -79,6 +82,39 @@ describe("ListDatasets", () => {
     expect(t4.get("resources_products")).toBe(t3.get("resources_products"));
   });
 
+  it("moves the token again when counted rows held back by the visibility horizon become servable", async () => {
+    const org = await createTestOrganization(pool);
+    await pool.query("INSERT INTO chemicals (organization_id, id, name) VALUES ($1, gen_random_uuid(), 'Bleach')", [org]);
+    const settled = await tokens(org);
+    const writer = new Client({ connectionString: testDatabaseUrl(), application_name: "source-system" });
+    await writer.connect();
+    try {
+      await writer.query("BEGIN");
+      await writer.query("SELECT pg_current_xact_id()"); // an open writer: holds every organization's horizon
+      await pool.query("INSERT INTO chemicals (organization_id, id, name) VALUES ($1, gen_random_uuid(), 'Lye')", [org]);
+      const held = await tokens(org);
+      expect(held.get("resources_chemicals")).not.toBe(settled.get("resources_chemicals"));
+      expect((await tokens(org)).get("resources_chemicals")).toBe(held.get("resources_chemicals")); // stable while held
+      expect(held.get("resources_suppliers")).toBe(settled.get("resources_suppliers")); // nothing counted there is held
+      await writer.query("COMMIT");
+    } finally {
+      await writer.end();
+    }
+    const released = await tokens(org);
+    expect(released.get("resources_chemicals")).not.toBe(settled.get("resources_chemicals"));
+    expect(new Set([settled, released].map((t) => t.get("resources_chemicals"))).size).toBe(2);
+  });
+
+  it("keeps a row stamped in the future held (token included) until its time has come", async () => {
+    const org = await createTestOrganization(pool);
+    await pool.query("INSERT INTO lots (organization_id, id, code, last_modified) VALUES ($1, gen_random_uuid(), 'L-1', clock_timestamp() + interval '1.5 seconds')", [org]);
+    const early = await tokens(org);
+    await new Promise((r) => setTimeout(r, 1600));
+    const due = await tokens(org);
+    expect(due.get("resources_lots")).not.toBe(early.get("resources_lots"));
+    expect((await tokens(org)).get("resources_lots")).toBe(due.get("resources_lots")); // settled now: stable
+  });
+
   it("moves the token when the dataset is reshaped, not when a column is only relabelled", async () => {
     const org = await createTestOrganization(pool);
     const before = await list(org);
@@ -112,6 +148,92 @@ describe("ListDatasets", () => {
 
     await pool.query("INSERT INTO chemicals (organization_id, id, name) VALUES ($1, gen_random_uuid(), 'Bleach')", [org]);
     expect((await list(org)).etag).not.toBe(first.etag);
+  });
+
+  it("answers notModified from the stored listing version, and only while nothing listed moved", async () => {
+    const org = await createTestOrganization(pool);
+    const cheap = (etag: string) => collectListing(harness.client, { organizationId: org, ifNoneMatch: etag });
+    const first = await list(org);
+    const hit = await cheap(first.etag);
+    expect(hit).toEqual(expect.objectContaining({ notModified: true, etag: first.etag, datasets: [] }));
+    expect((await cheap(`W/${first.etag}, "other"`)).notModified).toBe(true);
+    const miss = await cheap('"not-the-etag"');
+    expect(miss.notModified).toBe(false);
+    expect(miss.datasets).toEqual(first.datasets);
+    expect(miss.etag).toBe(first.etag);
+
+    // Each thing the listing shows moves the ETag, and the old ETag no longer answers notModified:
+    // a relabelled column (registry row), a counted change (dataset_changes), a rename (rewrite counter).
+    const attribute = randomUUID();
+    await pool.query(
+      "INSERT INTO custom_attribute_definitions (organization_id, id, resource_kind, key, name, type) VALUES ($1, $2, 'lots', 'batch', 'Batch', 'Text')",
+      [org, attribute],
+    );
+    let previous = (await list(org)).etag;
+    expect(previous).not.toBe(first.etag);
+    const steps = [
+      () => pool.query("UPDATE custom_attribute_definitions SET name = 'Batch no.' WHERE organization_id = $1 AND id = $2", [org, attribute]),
+      () => pool.query("INSERT INTO chemicals (organization_id, id, name) VALUES ($1, gen_random_uuid(), 'Bleach')", [org]),
+      () =>
+        pool.query(
+          "INSERT INTO dataset_rewrites (organization_id, version) VALUES ($1, 1) ON CONFLICT (organization_id) DO UPDATE SET version = dataset_rewrites.version + 1",
+          [org],
+        ),
+    ];
+    for (const step of steps) {
+      await step();
+      const answer = await cheap(previous);
+      expect(answer.notModified).toBe(false);
+      expect(answer.etag).not.toBe(previous);
+      expect(answer.datasets.length).toBeGreaterThan(0);
+      expect((await cheap(answer.etag)).notModified).toBe(true);
+      previous = answer.etag;
+    }
+  });
+
+  it("never answers notModified while a counted change is held back by the horizon, and moves the ETag when it settles", async () => {
+    const org = await createTestOrganization(pool);
+    const cheap = (etag: string) => collectListing(harness.client, { organizationId: org, ifNoneMatch: etag });
+    const settled = await list(org);
+    const writer = new Client({ connectionString: testDatabaseUrl(), application_name: "source-system" });
+    await writer.connect();
+    let held: string;
+    try {
+      await writer.query("BEGIN");
+      await writer.query("SELECT pg_current_xact_id()"); // an open writer: holds every organization's horizon
+      await pool.query("INSERT INTO chemicals (organization_id, id, name) VALUES ($1, gen_random_uuid(), 'Lye')", [org]);
+      const whileHeld = await cheap(settled.etag);
+      expect(whileHeld.notModified).toBe(false);
+      held = whileHeld.etag;
+      expect(held).not.toBe(settled.etag);
+      // Held: the ETag depends on the horizon, so it is decided from the built listing (still a 304 at the gateway).
+      const again = await cheap(held);
+      expect(again.datasets.length).toBeGreaterThan(0);
+      expect(again.etag).toBe(held);
+      await writer.query("COMMIT");
+    } finally {
+      await writer.end();
+    }
+    const released = await cheap(held);
+    expect(released.notModified).toBe(false);
+    expect(new Set([settled.etag, held, released.etag]).size).toBe(3);
+    expect((await cheap(released.etag)).notModified).toBe(true);
+  });
+
+  it("decides no cheap 304 while a form change of the organization is pending", async () => {
+    const org = await createTestOrganization(pool);
+    await insertFormDataset(pool, org, { key: "haccp", kind: "submission", displayName: "HACCP" });
+    const first = await list(org);
+    expect((await collectListing(harness.client, { organizationId: org, ifNoneMatch: first.etag })).notModified).toBe(true);
+    const form = (await pool.query<{ source_ref: string }>("SELECT source_ref FROM dataset_registry WHERE organization_id = $1 AND key = 'haccp'", [org])).rows[0].source_ref;
+    await pool.query(
+      `INSERT INTO form_dataset_changes (organization_id, form_id, kind, source_last_modified)
+       VALUES ($1, $2, 'submission', clock_timestamp() - interval '1 hour')`,
+      [org, form],
+    );
+    const answer = await collectListing(harness.client, { organizationId: org, ifNoneMatch: first.etag });
+    expect(answer.notModified).toBe(false);
+    expect(answer.datasets.length).toBeGreaterThan(0);
   });
 
   it("lists form datasets after the fixed ones with parents, children and display names", async () => {
@@ -169,4 +291,31 @@ describe("ListDatasets", () => {
   it("answers 400 for an organization id that is not a uuid", async () => {
     await expect(list("not-a-uuid")).rejects.toMatchObject({ status: 400 });
   });
+
+  it("streams a listing larger than a message may be: 12 000 datasets to a client that accepts 128 KiB messages", async () => {
+    const org = await createTestOrganization(pool);
+    await list(org);
+    const columns = [
+      { key: "id", dataType: "uuid", label: "ID", source: { kind: "table", column: "id" } },
+      { key: "last_modified", dataType: "dateTime", label: "Last Modified", source: { kind: "table", column: "last_modified" } },
+    ];
+    await pool.query(
+      `INSERT INTO dataset_registry (organization_id, key, kind, source_ref, display_name, columns, shape_fingerprint, state, table_name)
+       SELECT $1, 'form_' || g, 'submission', gen_random_uuid()::text, 'Form ' || g, $2::jsonb, 'fp', 'ready', 'form_ds.t_stream_' || g
+         FROM generate_series(1, 12000) g`,
+      [org, JSON.stringify(columns)],
+    );
+    const small = createClient(CatalogService, harness.address, { "grpc.max_receive_message_length": 128 * 1024 });
+    try {
+      const listing = await collectListing(small, { organizationId: org });
+      expect(listing.datasets).toHaveLength(12_000 + FIXED_DATASETS.length);
+      expect(listing.pieces).toBeGreaterThan(20);
+      expect(listing.datasets.at(-1)).toMatchObject({ key: "form_9999", displayName: "Form 9999" });
+      expect(new Set(listing.datasets.map((d) => d.key)).size).toBe(listing.datasets.length);
+      // The same listing over the default client is byte for byte the same.
+      expect((await list(org)).datasets).toEqual(listing.datasets);
+    } finally {
+      small.close();
+    }
+  }, 120_000);
 });

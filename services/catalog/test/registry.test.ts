@@ -1,5 +1,5 @@
 import { randomUUID } from "node:crypto";
-import { ensureRegistryCurrent, loadRegistry, loadRegistryEntry } from "@exportsvc/datasets";
+import { ensureRegistryCurrent, loadCurrentRegistryEntry, loadRegistry, loadRegistryEntry } from "@exportsvc/datasets";
 import { createTestOrganization, testPool } from "../../../test/support/db";
 import { insertFormDataset } from "./support";
 
@@ -27,6 +27,33 @@ describe("registry readers", () => {
       await client.query("BEGIN");
       await client.query("INSERT INTO registry_sync_queue (organization_id) VALUES ($1)", [org]);
       await ensureRegistryCurrent(client, org, sync);
+      expect(calls).toEqual([org, org]);
+    } finally {
+      await client.query("ROLLBACK");
+      client.release();
+    }
+  });
+
+  it("loadCurrentRegistryEntry: the same sync rule and entry as ensureRegistryCurrent + loadRegistryEntry, in one statement when current", async () => {
+    const org = randomUUID();
+    const calls: string[] = [];
+    const sync = async (id: string) => {
+      calls.push(id);
+      // The sync writes the registry, as SyncDatasets does; the entry is read after it.
+      if (!(await loadRegistryEntry(pool, id, "form_a"))) await insertFormDataset(pool, id, { key: "form_a", kind: "submission", displayName: "Form A" });
+    };
+    const first = await loadCurrentRegistryEntry(pool, org, "form_a", sync);
+    expect(calls).toEqual([org]);
+    expect(first?.key).toBe("form_a");
+    expect(await loadCurrentRegistryEntry(pool, org, "form_a", sync)).toEqual(await loadRegistryEntry(pool, org, "form_a"));
+    expect(await loadCurrentRegistryEntry(pool, org, "missing", sync)).toBeUndefined();
+    expect(calls).toEqual([org]);
+
+    const client = await pool.connect();
+    try {
+      await client.query("BEGIN");
+      await client.query("INSERT INTO registry_sync_queue (organization_id) VALUES ($1)", [org]);
+      expect((await loadCurrentRegistryEntry(client, org, "form_a", sync))?.key).toBe("form_a");
       expect(calls).toEqual([org, org]);
     } finally {
       await client.query("ROLLBACK");

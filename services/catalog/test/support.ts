@@ -1,7 +1,7 @@
 import { randomUUID } from "node:crypto";
 import type { Pool } from "pg";
 import { CatalogService } from "@exportsvc/proto";
-import { createClient, type Client } from "@exportsvc/rpc";
+import { createClient, fromServiceError, type Client } from "@exportsvc/rpc";
 import { shapeFingerprint, type ColumnSpec } from "@exportsvc/datasets";
 import { testDatabaseUrl } from "../../../test/support/db";
 import { start as startSchema, loadSchemaConfig } from "../../schema/src";
@@ -9,6 +9,8 @@ import { loadCatalogConfig, start as startCatalog } from "../src";
 
 export interface CatalogHarness {
   client: Client<typeof CatalogService>;
+  /** The catalog's gRPC address, for clients with other channel options. */
+  address: string;
   stop(): Promise<void>;
 }
 
@@ -20,6 +22,7 @@ export async function startCatalogHarness(): Promise<CatalogHarness> {
   const client = createClient(CatalogService, `127.0.0.1:${catalog.port}`);
   return {
     client,
+    address: `127.0.0.1:${catalog.port}`,
     stop: async () => {
       client.close();
       await catalog.stop();
@@ -44,4 +47,55 @@ export async function insertFormDataset(
      VALUES ($1, $2, $3, $4, $5, $6, $7::jsonb, $8, $9, $10)`,
     [org, d.key, d.kind, randomUUID(), d.displayName, d.parentKey ?? null, JSON.stringify(columns), shapeFingerprint(columns), d.state ?? "ready", `form_ds.t_${d.key}`],
   );
+}
+
+/** A listing entry as the API shows it (what the catalog's stream carries, parsed). */
+export interface ApiListingEntry {
+  key: string;
+  displayName?: string;
+  parentDataset?: string;
+  childDatasets: string[];
+  columns: { key: string; dataType: string; label?: string }[];
+  links: { csv: string; deletions?: string };
+  changeToken: string;
+  rewriteToken?: string;
+}
+
+export interface CollectedListing {
+  etag: string;
+  notModified: boolean;
+  datasets: ApiListingEntry[];
+  /** Entry pieces the stream carried. */
+  pieces: number;
+}
+
+/** Reads ListDatasets' whole stream: the head, then the entry pieces joined into the JSON array. */
+export async function collectListing(
+  client: Client<typeof CatalogService>,
+  request: { organizationId: string; ifNoneMatch?: string },
+): Promise<CollectedListing> {
+  let head: { etag: string; notModified: boolean } | undefined;
+  const pieces: Buffer[] = [];
+  try {
+    for await (const message of client.listDatasets(request)) {
+      if (message.part.case === "head") {
+        if (head || pieces.length) throw new Error("head not first, or twice");
+        head = message.part.value;
+      } else if (message.part.case === "entries") {
+        if (!head) throw new Error("entries before the head");
+        pieces.push(Buffer.from(message.part.value));
+      } else throw new Error("empty message");
+    }
+  } catch (err) {
+    // The AppError the catalog raised, as the gateway sees it.
+    throw fromServiceError(err);
+  }
+  if (!head) throw new Error("no head");
+  const datasets = JSON.parse(`[${Buffer.concat(pieces).toString("utf8")}]`) as ApiListingEntry[];
+  return { etag: head.etag, notModified: head.notModified, datasets, pieces: pieces.length };
+}
+
+/** The entries of a ListDatasets result (its rendered pieces), parsed. */
+export function entriesOf(result: { pieces: readonly Buffer[] }): ApiListingEntry[] {
+  return JSON.parse(`[${Buffer.concat(result.pieces).toString("utf8")}]`) as ApiListingEntry[];
 }

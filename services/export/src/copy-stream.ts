@@ -1,4 +1,5 @@
 import type { Pool, PoolClient } from "pg";
+import { commandCompleted } from "@exportsvc/db";
 import { to as copyTo } from "pg-copy-streams";
 
 /** Where CSV bytes go: one gRPC message per chunk, with flow control. */
@@ -28,6 +29,24 @@ export class StreamFailedAfterFirstChunk extends Error {
 }
 
 /**
+ * The consumer accepted no chunk for the stall timeout: the query was cancelled and its connection
+ * destroyed, so a reader that stopped reading does not keep a PostgreSQL connection.
+ */
+export class StreamStalled extends Error {
+  constructor(readonly bytes: number, readonly stalledMs: number) {
+    super(`export consumer accepted nothing for ${stalledMs} ms after ${bytes} bytes`);
+    this.name = "StreamStalled";
+  }
+}
+
+export interface CopyOptions {
+  /** Size of the chunks sent (the last one shorter). */
+  chunkBytes: number;
+  /** Longest wait for the sink to accept a chunk; then the page is aborted (StreamStalled). */
+  stallTimeoutMs: number;
+}
+
+/**
  * Runs `COPY (<select>) TO STDOUT (FORMAT csv)` and forwards its bytes, prefixed by `prefix`, in
  * chunks of exactly `chunkBytes` (the last one shorter). Nothing is sent until the first chunk is
  * full or the page is complete, so any failure inside the first chunk reaches the caller as a plain
@@ -35,9 +54,11 @@ export class StreamFailedAfterFirstChunk extends Error {
  *
  * Backpressure end to end: the loop pulls from the COPY stream (which pauses the PostgreSQL socket)
  * only after the sink accepted the previous chunk. When the consumer goes away the running query is
- * cancelled on the server and the connection is destroyed rather than returned half-read.
+ * cancelled on the server and the connection is destroyed rather than returned half-read; the same
+ * happens when the consumer stays full for `stallTimeoutMs` (it stopped reading).
  */
-export async function copyToSink(pool: Pool, select: string, prefix: Buffer, sink: ChunkSink, chunkBytes: number): Promise<CopyOutcome> {
+export async function copyToSink(pool: Pool, select: string, prefix: Buffer, sink: ChunkSink, options: CopyOptions): Promise<CopyOutcome> {
+  const { chunkBytes, stallTimeoutMs } = options;
   const client = await pool.connect();
   await prepareSession(client).catch((err) => {
     client.release(true);
@@ -52,12 +73,15 @@ export async function copyToSink(pool: Pool, select: string, prefix: Buffer, sin
   let cancelled = false;
   // Set before the connection goes back to the pool: from then on its backend serves someone else.
   let finished = false;
-  void sink.gone.then(() => {
-    if (cancelled || finished) return;
-    cancelled = true;
+  const abortQuery = () => {
     destroyConnection = true;
     cancelBackend(pool, client);
     stream.destroy();
+  };
+  void sink.gone.then(() => {
+    if (cancelled || finished) return;
+    cancelled = true;
+    abortQuery();
   });
 
   let pending: Buffer[] = [prefix];
@@ -65,7 +89,20 @@ export async function copyToSink(pool: Pool, select: string, prefix: Buffer, sin
   const send = async (chunk: Buffer) => {
     bytes += chunk.length;
     sentChunks++;
-    if (!sink.write(chunk)) await Promise.race([sink.drained(), sink.gone]);
+    if (sink.write(chunk)) return;
+    let timer: NodeJS.Timeout | undefined;
+    const stalled = new Promise<"stalled">((resolve) => {
+      timer = setTimeout(() => resolve("stalled"), stallTimeoutMs);
+    });
+    try {
+      const outcome = await Promise.race([sink.drained(), sink.gone, stalled]);
+      if (outcome === "stalled" && !cancelled && !finished) {
+        abortQuery();
+        throw new StreamStalled(bytes, stallTimeoutMs);
+      }
+    } finally {
+      clearTimeout(timer);
+    }
   };
 
   try {
@@ -89,27 +126,13 @@ export async function copyToSink(pool: Pool, select: string, prefix: Buffer, sin
     return { bytes, rows: stream.rowCount, cancelled };
   } catch (err) {
     destroyConnection = true;
+    if (err instanceof StreamStalled) throw err;
     if (cancelled) return { bytes, rows: 0, cancelled: true };
     throw sentChunks > 0 ? new StreamFailedAfterFirstChunk(err) : err;
   } finally {
     finished = true;
     client.release(destroyConnection ? true : undefined);
   }
-}
-
-/**
- * Resolves once PostgreSQL reported the end of the statement (CommandComplete, then ReadyForQuery).
- * The COPY stream ends at CopyDone, which can arrive in an earlier packet: rowCount is only known after.
- */
-export function commandCompleted(stream: ReturnType<typeof copyTo>): Promise<void> {
-  return new Promise((resolve) => {
-    const target = stream as unknown as { handleReadyForQuery(connection: unknown): void };
-    const original = target.handleReadyForQuery.bind(stream);
-    target.handleReadyForQuery = (connection) => {
-      original(connection);
-      resolve();
-    };
-  });
 }
 
 const preparedSessions = new WeakSet<PoolClient>();

@@ -1,2 +1,2 @@
-export { start, type RunningExportService, type StartOptions } from "./main";
+export { start, type RunningExportService, type StartOptions } from "./server";
 export { loadExportConfig, exportConfigSchema, type ExportConfig } from "./config";

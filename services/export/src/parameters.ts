@@ -1,6 +1,6 @@
-import { Errors } from "@exportsvc/common";
-import { hasCompletedAt, hasRowIndex, InvalidLiteralError, isUuid, timestamptzLiteral, type PageDataset } from "@exportsvc/datasets";
-import type { ExportCsvRequest } from "@exportsvc/proto";
+import { Errors, isUuid } from "@exportsvc/common";
+import { hasCompletedAt, hasRowIndex, InvalidLiteralError, timestamptzLiteral, type PageDataset } from "@exportsvc/datasets";
+import type { ExportCsvRequest, ExportDeletionsRequest } from "@exportsvc/proto";
 
 export const MAX_LIMIT = 5000;
 export const DEFAULT_LIMIT = 5000;
@@ -24,10 +24,7 @@ const present = <T>(v: T | undefined | null): v is T => v !== undefined && v !==
  * found and is exportable). Unparsable values never get here: the gateway rejects them first.
  */
 export function checkParameters(request: ExportCsvRequest, dataset: PageDataset): CheckedParameters {
-  const limit = present(request.limit) ? request.limit : DEFAULT_LIMIT;
-  if (!Number.isInteger(limit) || limit < 1 || limit > MAX_LIMIT) {
-    throw Errors.invalidParameter({ limit: [`limit must be between 1 and ${MAX_LIMIT}; a larger value is rejected, never reduced.`] });
-  }
+  const limit = checkLimit(request);
 
   const hasModifiedSince = present(request.modifiedSinceMicros);
   const hasAfter = present(request.after);
@@ -70,6 +67,21 @@ export function checkParameters(request: ExportCsvRequest, dataset: PageDataset)
   if (hasFrom) checked.completedFromMicros = requireTimestamp("from", request.fromMicros!);
   if (hasTo) checked.completedToMicros = requireTimestamp("to", request.toMicros!);
   return checked;
+}
+
+/** `limit`: 1 to MAX_LIMIT, default DEFAULT_LIMIT; a larger value is rejected, never reduced. */
+function checkLimit(request: { limit?: number }): number {
+  const limit = present(request.limit) ? request.limit : DEFAULT_LIMIT;
+  if (!Number.isInteger(limit) || limit < 1 || limit > MAX_LIMIT) {
+    throw Errors.invalidParameter({ limit: [`limit must be between 1 and ${MAX_LIMIT}; a larger value is rejected, never reduced.`] });
+  }
+  return limit;
+}
+
+/** The deletion feed's parameters: `limit` and `cursor`, with the CSV endpoint's rules. */
+export function checkDeletionsParameters(request: ExportDeletionsRequest): { limit: number; cursor?: string } {
+  const limit = checkLimit(request);
+  return present(request.cursor) ? { limit, cursor: request.cursor } : { limit };
 }
 
 /** A timestamp PostgreSQL cannot represent (beyond year 9999) is an invalid parameter, not a 500. */

@@ -1,10 +1,11 @@
 import { createLogger, type Logger } from "@exportsvc/common";
-import { createPool } from "@exportsvc/db";
+import { ConnectionShares, createPool } from "@exportsvc/db";
 import { CursorCodec } from "@exportsvc/datasets";
 import { ExportService, SchemaService } from "@exportsvc/proto";
-import { createClient, startGrpcService } from "@exportsvc/rpc";
-import type { ExportConfig } from "./config";
-import { exportCsvHandler } from "./export-csv";
+import { createClient, serve, startGrpcService } from "@exportsvc/rpc";
+import { connectionsPerOrganization, type ExportConfig } from "./config";
+import { exportCsvHandler, type ExportDependencies } from "./handlers/export-csv";
+import { exportDeletionsHandler } from "./handlers/export-deletions";
 
 export interface RunningExportService {
   port: number;
@@ -24,7 +25,11 @@ export interface StartOptions {
 /** Starts the ExportService gRPC server (plus gRPC health and, with METRICS_PORT, /metrics). */
 export async function start(config: ExportConfig, options: StartOptions = {}): Promise<RunningExportService> {
   const log = options.log ?? createLogger("export", config.LOG_LEVEL);
+  const shares = new ConnectionShares({ capacity: config.DATABASE_POOL_MAX, perOrganization: connectionsPerOrganization(config) });
   const pool = createPool({ connectionString: config.DATABASE_URL, max: config.DATABASE_POOL_MAX, applicationName: "exportsvc-export" });
+  const readPool = config.DATABASE_READ_URL
+    ? createPool({ connectionString: config.DATABASE_READ_URL, max: config.DATABASE_POOL_MAX, applicationName: "exportsvc-export" })
+    : undefined;
   const schema = config.SCHEMA_ADDRESS ? createClient(SchemaService, config.SCHEMA_ADDRESS) : undefined;
   const syncRegistry =
     options.syncRegistry ??
@@ -39,22 +44,25 @@ export async function start(config: ExportConfig, options: StartOptions = {}): P
     log,
     pool,
     serverOptions: { "grpc.max_send_message_length": 16 * 1024 * 1024 },
-    implement: (metrics) => [
-      {
-        service: ExportService,
-        impl: {
-          exportCsv: exportCsvHandler({
-            pool,
-            codec: new CursorCodec({ keyring: config.CURSOR_KEYS, version: options.cursorVersion }),
-            logger: log,
-            syncRegistry,
-            chunkBytes: config.EXPORT_CHUNK_BYTES,
-            metrics,
-          }),
-        },
-      },
-    ],
-    release: () => schema?.close(),
+    implement: (metrics) => {
+      if (readPool) metrics.exposeReplicaFallbacks("page");
+      const deps: ExportDependencies = {
+        pool,
+        codec: new CursorCodec({ keyring: config.CURSOR_KEYS, version: options.cursorVersion }),
+        logger: log,
+        syncRegistry,
+        chunkBytes: config.EXPORT_CHUNK_BYTES,
+        shares,
+        stallTimeoutMs: config.STREAM_STALL_TIMEOUT_MS,
+        metrics,
+        readReplica: readPool ? { pool: readPool, maxWaitMs: config.READ_REPLICA_MAX_WAIT_MS } : undefined,
+      };
+      return [serve(ExportService, { exportCsv: exportCsvHandler(deps), exportDeletions: exportDeletionsHandler(deps) })];
+    },
+    release: async () => {
+      schema?.close();
+      await readPool?.end();
+    },
   });
   return { port, metricsPort, stop };
 }

@@ -1,7 +1,7 @@
 import { randomBytes, randomUUID } from "node:crypto";
 import type { Pool } from "pg";
 import { Errors } from "@exportsvc/common";
-import { CURRENT_CURSOR_VERSION, type ColumnSpec } from "@exportsvc/datasets";
+import { CURRENT_CURSOR_VERSION, CursorCodec, CursorKeyring, type ColumnSpec } from "@exportsvc/datasets";
 import { createTestOrganization, testPool } from "../../../test/support/db";
 import { exportError, exportPage, registerFixedDataset, startExport, TEST_CURSOR_KEYS, upsertRegistry, type ExportHarness } from "./support";
 
@@ -53,6 +53,20 @@ describe("dataset look-up", () => {
     const err = await fail("broken_form");
     expect(err).toMatchObject({ status: 503, errorCode: "DATASET_NOT_EXPORTABLE" });
     expect(err.retryAfter).toBeUndefined();
+  });
+
+  it("the 503's detail is the service's own words: the recorded cause (database text) is never shown", async () => {
+    await pool.query(`UPDATE dataset_registry SET error = 'rebuild failed: time zone "Mars/Olympus" not recognized' WHERE organization_id = $1 AND key = 'broken_form'`, [org]);
+    const err = await fail("broken_form");
+    expect(err).toMatchObject({ status: 503, errorCode: "DATASET_NOT_EXPORTABLE" });
+    expect(err.detail).toContain("broken_form");
+    expect(err.detail).not.toMatch(/Mars|not recognized|time zone/);
+  });
+
+  it("a key with a NUL (text PostgreSQL cannot take) is 404 DATASET_NOT_FOUND, decided before the database", async () => {
+    const err = await fail("broken_form\u0000");
+    expect(err).toMatchObject({ status: 404, errorCode: "DATASET_NOT_FOUND" });
+    expect(err.detail).toContain("'broken_form%00'");
   });
 
   it("a dataset that cannot be served wins over a wrong parameter", async () => {
@@ -181,16 +195,40 @@ describe("INVALID_CURSOR cases are distinguishable", () => {
     expect(await exportError(harness.client, { organizationId: otherOrg, datasetKey: "resources_customers", cursor: supplierCursor })).toEqual(alteredOwn);
   });
 
-  it("dataset reshaped since issue", async () => {
+  it("columns added since issue: the cursor is bound to the row shape, not the columns, and pages on", async () => {
     const reshapeOrg = await createTestOrganization(pool);
     await registerFixedDataset(pool, reshapeOrg, "resources_suppliers");
-    await pool.query(`INSERT INTO suppliers (organization_id, id, name) VALUES ($1, gen_random_uuid(), 'A')`, [reshapeOrg]);
-    const { rows } = await exportPage(harness.client, { organizationId: reshapeOrg, datasetKey: "resources_suppliers" });
+    await pool.query(`INSERT INTO suppliers (organization_id, id, name) VALUES ($1, gen_random_uuid(), 'A'), ($1, gen_random_uuid(), 'B')`, [reshapeOrg]);
+    const first = await exportPage(harness.client, { organizationId: reshapeOrg, datasetKey: "resources_suppliers", limit: 1 });
     await registerFixedDataset(pool, reshapeOrg, "resources_suppliers", [
       { id: randomUUID(), kind: "suppliers", key: "grade", name: "Grade", type: "Text" },
     ]);
-    const err = await exportError(harness.client, { organizationId: reshapeOrg, datasetKey: "resources_suppliers", cursor: rows[0]._cursor });
-    expect(err.extensions?.cursorProblem).toBe("reshaped_dataset");
+    const next = await exportPage(harness.client, { organizationId: reshapeOrg, datasetKey: "resources_suppliers", cursor: first.rows[0]._cursor });
+    expect(next.header).toContain("grade");
+    expect(next.rows.map((r) => r.name)).toEqual([first.rows[0].name === "A" ? "B" : "A"]);
+  });
+
+  it("a cursor issued before row shapes (bound to the column fingerprint) still verifies, also after a column change", async () => {
+    const legacyOrg = await createTestOrganization(pool);
+    await registerFixedDataset(pool, legacyOrg, "resources_suppliers");
+    await registerFixedDataset(pool, legacyOrg, "resources_customers");
+    await pool.query(`INSERT INTO suppliers (organization_id, id, name) VALUES ($1, gen_random_uuid(), 'A'), ($1, gen_random_uuid(), 'B')`, [legacyOrg]);
+    const first = (await exportPage(harness.client, { organizationId: legacyOrg, datasetKey: "resources_suppliers", limit: 1 })).rows[0];
+    const fingerprint = (
+      await pool.query(`SELECT shape_fingerprint FROM dataset_registry WHERE organization_id = $1 AND key = 'resources_suppliers'`, [legacyOrg])
+    ).rows[0].shape_fingerprint as string;
+    const codec = new CursorCodec({ keyring: CursorKeyring.parse(TEST_CURSOR_KEYS) });
+    const position = codec.parse(first._cursor);
+    if (!position.ok) throw new Error("the issued cursor does not parse");
+    const legacy = codec.encode(position.cursor.position, { organizationId: legacyOrg, datasetKey: "resources_suppliers", rowShape: fingerprint });
+    expect(legacy).not.toBe(first._cursor);
+    const resume = () => exportPage(harness.client, { organizationId: legacyOrg, datasetKey: "resources_suppliers", cursor: legacy });
+    expect((await resume()).rows).toHaveLength(1);
+    await registerFixedDataset(pool, legacyOrg, "resources_suppliers", [{ id: randomUUID(), kind: "suppliers", key: "grade", name: "Grade", type: "Text" }]);
+    expect((await resume()).rows).toHaveLength(1);
+    // Still bound to its dataset: on another dataset it is other_dataset, as a current cursor would be.
+    const err = await exportError(harness.client, { organizationId: legacyOrg, datasetKey: "resources_customers", cursor: legacy });
+    expect(err.extensions?.cursorProblem).toBe("other_dataset");
   });
 
   it("issued by a cursor version no longer read", async () => {

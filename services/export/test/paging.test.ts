@@ -1,6 +1,6 @@
 import { randomUUID } from "node:crypto";
 import type { Pool } from "pg";
-import { CursorCodec, CursorKeyring, type ColumnSpec } from "@exportsvc/datasets";
+import { CursorCodec, CursorKeyring, rowShape, type ColumnSpec } from "@exportsvc/datasets";
 import { createTestOrganization, testPool } from "../../../test/support/db";
 import { exportPage, registerFixedDataset, startExport, TEST_CURSOR_KEYS, upsertRegistry, type ExportHarness, type Page } from "./support";
 
@@ -167,14 +167,13 @@ describe("cursor paging", () => {
   it("signs each row's cursor in SQL exactly as the TypeScript codec does", async () => {
     const codec = new CursorCodec({ keyring: CursorKeyring.parse(TEST_CURSOR_KEYS) });
     const { rows } = await exportPage(harness.client, { organizationId: org, datasetKey: "inspection__readings", limit: 3 });
-    const fingerprint = (await pool.query(`SELECT shape_fingerprint FROM dataset_registry WHERE organization_id = $1 AND key = 'inspection__readings'`, [org]))
-      .rows[0].shape_fingerprint;
+    const registered = (await pool.query(`SELECT kind, source_ref FROM dataset_registry WHERE organization_id = $1 AND key = 'inspection__readings'`, [org])).rows[0];
     for (const row of rows) {
       expect(row._cursor).toMatch(/[=]$/);
       expect(row._cursor).toBe(
         codec.encode(
           { lastModifiedMicros: micros(row.last_modified), id: row.id, rowIndex: Number(row.row_index) },
-          { organizationId: org, datasetKey: "inspection__readings", shapeFingerprint: fingerprint },
+          { organizationId: org, datasetKey: "inspection__readings", rowShape: rowShape({ kind: registered.kind, sourceRef: registered.source_ref }) },
         ),
       );
     }

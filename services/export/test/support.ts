@@ -12,7 +12,7 @@ import {
 import { ExportService, type ExportCsvRequest } from "@exportsvc/proto";
 import { createClient, fromServiceError, type Client } from "@exportsvc/rpc";
 import { testDatabaseUrl } from "../../../test/support/db";
-import { start, type RunningExportService } from "../src/main";
+import { start, type RunningExportService } from "../src/server";
 import { exportConfigSchema } from "../src/config";
 
 export const TEST_CURSOR_KEYS = `3:${randomBytes(24).toString("base64")},9:${randomBytes(24).toString("base64")}`;
@@ -73,9 +73,17 @@ type Request = Partial<ExportCsvRequest> & { organizationId: string; datasetKey:
 
 /** One ExportCsv call; resolves with the parsed page or rejects with the service's AppError. */
 export function exportPage(client: Client<typeof ExportService>, request: Request): Promise<Page> {
+  return collectPage(client.exportCsv(request));
+}
+
+/** One ExportDeletions call (a page of the deletion feed), like exportPage. */
+export function deletionsPage(client: Client<typeof ExportService>, request: { organizationId: string; datasetKey: string; cursor?: string; limit?: number }): Promise<Page> {
+  return collectPage(client.exportDeletions(request));
+}
+
+function collectPage(stream: NodeJS.ReadableStream): Promise<Page> {
   return new Promise((resolve, reject) => {
     const chunks: Buffer[] = [];
-    const stream = client.exportCsv(request);
     stream.on("data", (msg: { data: Uint8Array }) => chunks.push(Buffer.from(msg.data)));
     stream.on("error", (err) => reject(fromServiceError(err)));
     stream.on("end", () => {
@@ -85,6 +93,16 @@ export function exportPage(client: Client<typeof ExportService>, request: Reques
       resolve({ header, rows: body.map((cells) => Object.fromEntries(header.map((h, i) => [h, cells[i]]))), raw: text, text });
     });
   });
+}
+
+/** The AppError of a call expected to fail. */
+export async function callError(call: () => Promise<unknown>): Promise<AppError> {
+  try {
+    await call();
+  } catch (err) {
+    return err as AppError;
+  }
+  throw new Error("expected the call to fail");
 }
 
 export async function exportError(client: Client<typeof ExportService>, request: Request): Promise<AppError> {

@@ -4,12 +4,15 @@ import type { Authenticator, RateLimiter } from "./contracts";
 import { problemMiddleware } from "./http/problem";
 import { requestContextMiddleware } from "./http/request-context";
 import { routeFallbackMiddleware } from "./http/route-fallback";
+import { requireHostMiddleware } from "./http/host";
 import { authenticateMiddleware, rateLimitMiddleware } from "./http/access-control";
 import { openRoutes, type BuildInfo, type DatabaseProbe } from "./routes/open";
 import { dataRoutes, type CatalogPort, type ExportPort } from "./routes/datasets";
 import { buildOpenApiDocument } from "./openapi/document";
 
 export const DEFAULT_CSV_HEAD_BYTES = 64 * 1024;
+export const DEFAULT_STREAM_STALL_TIMEOUT_MS = 60_000;
+export const DEFAULT_CATALOG_DEADLINE_MS = 10_000;
 
 /** Everything the HTTP layer talks to, injected so tests can pass fakes. */
 export interface AppDependencies {
@@ -26,6 +29,10 @@ export interface AppDependencies {
   gzipLevel?: number;
   /** Bytes of CSV held back before the 200 is committed (the contract says 64 KiB). */
   csvHeadBytes?: number;
+  /** The catalog has this long to build a listing (CATALOG_DEADLINE_MS). */
+  catalogDeadlineMs?: number;
+  /** A CSV or listing response the client accepts nothing of for this long is aborted (STREAM_STALL_TIMEOUT_MS). */
+  streamStallTimeoutMs?: number;
   problemTypeBaseUrl?: string;
 }
 
@@ -43,6 +50,8 @@ export function createApp(deps: AppDependencies): Koa {
       guard,
       gzipLevel: deps.gzipLevel ?? 1,
       csvHeadBytes: deps.csvHeadBytes ?? DEFAULT_CSV_HEAD_BYTES,
+      catalogDeadlineMs: deps.catalogDeadlineMs ?? DEFAULT_CATALOG_DEADLINE_MS,
+      streamStallTimeoutMs: deps.streamStallTimeoutMs ?? DEFAULT_STREAM_STALL_TIMEOUT_MS,
       logger: deps.logger,
       metrics: deps.metrics,
     }),
@@ -50,6 +59,7 @@ export function createApp(deps: AppDependencies): Koa {
 
   app.use(requestContextMiddleware(deps.logger, deps.metrics));
   app.use(problemMiddleware({ logger: deps.logger, metrics: deps.metrics, typeBaseUrl: deps.problemTypeBaseUrl }));
+  app.use(requireHostMiddleware());
   app.use(async (ctx, next) => {
     ctx.set("X-Content-Type-Options", "nosniff");
     await next();

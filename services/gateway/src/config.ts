@@ -1,8 +1,9 @@
 import { z } from "zod";
 import { env, parseConfig } from "@exportsvc/common";
-import { authConfigSchema, type AuthConfig } from "./auth/config";
-import { limitsConfigSchema, type LimitsConfig } from "./limits/config";
-import { sharedStoreConfigSchema, type SharedStoreConfig } from "./store";
+import { authConfigSchema } from "./auth/config";
+import { limitsConfigSchema } from "./limits/config";
+import { sharedStoreConfigSchema } from "./store";
+import { DEFAULT_HTTP_LIMITS, type HttpServerLimits } from "./http/limits";
 
 /** The HTTP layer's own variables (limits and the shared store contribute theirs below). */
 const httpConfigSchema = z.object({
@@ -28,8 +29,16 @@ const httpConfigSchema = z.object({
   KEY_STORE_TIMEOUT_MS: env.int(3_000, 100, 60_000),
   CATALOG_DEADLINE_MS: env.int(10_000, 100, 600_000),
   GZIP_LEVEL: env.int(1, 1, 9),
+  // A CSV response the client accepts no bytes of for this long is aborted: its slot and its export
+  // (and the export's database connection) are freed.
+  STREAM_STALL_TIMEOUT_MS: env.int(60_000, 1_000, 3_600_000),
   PROBLEM_TYPE_BASE_URL: env.optionalString(),
-  METRICS_PORT: z.coerce.number().int().min(0).max(65535).optional(),
+  METRICS_PORT: env.optionalPort(),
+  // Below the process's descriptor limit, so a flood of idle connections is refused and counted
+  // instead of exhausting descriptors (docs/security.md).
+  HTTP_MAX_CONNECTIONS: env.int(DEFAULT_HTTP_LIMITS.maxConnections, 1, 1_000_000),
+  HTTP_HEADERS_TIMEOUT_MS: env.int(DEFAULT_HTTP_LIMITS.headersTimeoutMs, 1_000, 120_000),
+  HTTP_KEEP_ALIVE_TIMEOUT_MS: env.int(DEFAULT_HTTP_LIMITS.keepAliveTimeoutMs, 1_000, 600_000),
 });
 
 export const gatewayConfigSchema = httpConfigSchema
@@ -37,50 +46,23 @@ export const gatewayConfigSchema = httpConfigSchema
   .extend(limitsConfigSchema.shape)
   .extend(sharedStoreConfigSchema.shape);
 
-export interface GatewayConfig {
-  port: number;
-  host: string;
-  catalogAddress: string;
-  exportAddress: string;
-  databaseUrl: string;
-  databasePoolMax: number;
-  keyHashSecret: string;
-  build: { imageTag: string; commit: string; buildDate: string; version: string };
-  logLevel: string;
-  shutdownGraceMs: number;
-  readinessTimeoutMs: number;
-  /** Statement timeout of the key store pool: a slower look-up is AUTH_UNAVAILABLE. */
-  keyStoreTimeoutMs: number;
-  catalogDeadlineMs: number;
-  gzipLevel: number;
-  problemTypeBaseUrl?: string;
-  metricsPort?: number;
-  auth: AuthConfig;
-  limits: LimitsConfig;
-  store: SharedStoreConfig;
-}
+/** The gateway's configuration: as everywhere, keyed by the variables' names. */
+export type GatewayConfig = z.infer<typeof gatewayConfigSchema>;
 
 export function loadGatewayConfig(source: Record<string, string | undefined> = process.env): GatewayConfig {
-  const e = parseConfig(gatewayConfigSchema, source);
+  return parseConfig(gatewayConfigSchema, source);
+}
+
+/** What GET /build serves and build_info exports. */
+export function buildInfoFromConfig(config: GatewayConfig): { imageTag: string; commit: string; buildDate: string; version: string } {
+  return { imageTag: config.IMAGE_TAG, commit: config.GIT_COMMIT, buildDate: config.BUILD_DATE, version: config.APP_VERSION };
+}
+
+/** Connection cap and timeouts of the HTTP listener. */
+export function httpLimitsFromConfig(config: GatewayConfig): HttpServerLimits {
   return {
-    port: e.PORT,
-    host: e.HOST,
-    catalogAddress: e.CATALOG_ADDRESS,
-    exportAddress: e.EXPORT_ADDRESS,
-    databaseUrl: e.DATABASE_URL,
-    databasePoolMax: e.DATABASE_POOL_MAX,
-    keyHashSecret: e.KEY_HASH_SECRET,
-    build: { imageTag: e.IMAGE_TAG, commit: e.GIT_COMMIT, buildDate: e.BUILD_DATE, version: e.APP_VERSION },
-    logLevel: e.LOG_LEVEL,
-    shutdownGraceMs: e.SHUTDOWN_GRACE_MS,
-    readinessTimeoutMs: e.READINESS_TIMEOUT_MS,
-    keyStoreTimeoutMs: e.KEY_STORE_TIMEOUT_MS,
-    catalogDeadlineMs: e.CATALOG_DEADLINE_MS,
-    gzipLevel: e.GZIP_LEVEL,
-    problemTypeBaseUrl: e.PROBLEM_TYPE_BASE_URL,
-    metricsPort: e.METRICS_PORT,
-    auth: authConfigSchema.parse(e),
-    limits: limitsConfigSchema.parse(e),
-    store: sharedStoreConfigSchema.parse(e),
+    maxConnections: config.HTTP_MAX_CONNECTIONS,
+    headersTimeoutMs: config.HTTP_HEADERS_TIMEOUT_MS,
+    keepAliveTimeoutMs: config.HTTP_KEEP_ALIVE_TIMEOUT_MS,
   };
 }

@@ -1,19 +1,14 @@
 import { runService } from "@exportsvc/common";
-import { loadGatewayConfig, type GatewayConfig } from "./config";
-import type { RunningGateway } from "./gateway";
-
-export type { RunningGateway } from "./gateway";
+import { loadGatewayConfig } from "./config";
+import { start } from "./server";
 
 /**
- * Starts the gateway. The implementation is loaded on first call, so that a process entering here
- * can start tracing before koa, grpc-js and pg are required (instrumentation patches them on load).
+ * The gateway process: configuration (fail fast, naming the variable), then the HTTP server;
+ * SIGTERM or SIGINT stops it gracefully. Run it as `node --import ./src/tracing.ts src/main.ts` (in
+ * the image, dist/tracing.js and dist/main.js): tracing must be running before ./server loads koa,
+ * grpc-js and pg, which instrumentation patches as they load.
  */
-export async function start(config: GatewayConfig): Promise<RunningGateway> {
-  const { startGateway } = require("./gateway") as typeof import("./gateway");
-  return startGateway(config);
-}
-
 if (require.main === module) {
   // The gateway logs through its own logger; the one runService passes only reports the stop.
-  runService({ name: "gateway", loadConfig: loadGatewayConfig, logLevel: (config) => config.logLevel, start: (config) => start(config) });
+  runService({ name: "gateway", loadConfig: loadGatewayConfig, logLevel: (config) => config.LOG_LEVEL, start: (config) => start(config) });
 }

@@ -1,7 +1,7 @@
 import { request } from "undici";
 import { createMetrics, Errors } from "@exportsvc/common";
 import { auth, csvBytes, eventually, startHarness, writeChunk, type Harness } from "./support/harness";
-import { countRejections } from "../src/gateway";
+import { countRejections } from "../src/server";
 
 const metrics = createMetrics({ defaultMetrics: false });
 let h: Harness;

@@ -1,10 +1,11 @@
 import { randomUUID } from "node:crypto";
 import type { Pool } from "pg";
-import { generateApiKey, hashApiKeySecret, isAppError, type AppError } from "@exportsvc/common";
+import { generateApiKey, hashApiKeySecret } from "@exportsvc/common";
 import { createPool } from "@exportsvc/db";
 import { createTestOrganization, testPool } from "../../../test/support/db";
 import { createAuthenticator, type ManagedAuthenticator } from "../src/auth";
 import { createSharedStore, type SharedStore } from "../src/store";
+import { appErrorOf } from "./support/app-error";
 
 /**
  * Every authentication outcome against the real key store (PostgreSQL) and the real shared cache
@@ -14,15 +15,6 @@ const PEPPER = `it-pepper-${randomUUID()}`;
 const redisUrl = process.env.REDIS_URL;
 const cacheName = redisUrl ? `Redis at ${redisUrl}` : "in-process store (REDIS_URL unset)";
 
-async function failure(promise: Promise<unknown>): Promise<AppError> {
-  try {
-    await promise;
-  } catch (err) {
-    if (isAppError(err)) return err;
-    throw err;
-  }
-  throw new Error("expected a rejection");
-}
 
 describe(`authentication against PostgreSQL with the verdict cache in ${cacheName}`, () => {
   let pool: Pool;
@@ -74,44 +66,44 @@ describe(`authentication against PostgreSQL with the verdict cache in ${cacheNam
     ["a well-formed secret that was never issued", () => `Bearer ${generateApiKey().secret}`],
   ])("answers 401 for a token %s", async (_name, header) => {
     const key = await issueKey(enabledOrg);
-    const err = await failure(authenticator().authenticate(header(key)));
+    const err = await appErrorOf(authenticator().authenticate(header(key)));
     expect(err).toMatchObject({ status: 401, errorCode: "UNAUTHORIZED" });
     expect(err.detail).toBeUndefined();
   });
 
   it("answers 401 for a revoked key", async () => {
     const key = await issueKey(enabledOrg, { revokedAt: new Date(Date.now() - 1000) });
-    expect(await failure(authenticator().authenticate(key.header))).toMatchObject({ status: 401 });
+    expect(await appErrorOf(authenticator().authenticate(key.header))).toMatchObject({ status: 401 });
   });
 
   it("answers 401 for an expired key", async () => {
     const key = await issueKey(enabledOrg, { expiresAt: new Date(Date.now() - 1000) });
-    expect(await failure(authenticator().authenticate(key.header))).toMatchObject({ status: 401 });
+    expect(await appErrorOf(authenticator().authenticate(key.header))).toMatchObject({ status: 401 });
   });
 
   it("answers 401 for a current key of an unknown organization", async () => {
     const key = await issueKey(randomUUID());
-    expect(await failure(authenticator().authenticate(key.header))).toMatchObject({ status: 401, errorCode: "UNAUTHORIZED" });
+    expect(await appErrorOf(authenticator().authenticate(key.header))).toMatchObject({ status: 401, errorCode: "UNAUTHORIZED" });
   });
 
   it("answers 404 ORGANIZATION_NOT_CONFIGURED for an organization disabled for export", async () => {
     const disabled = await createTestOrganization(pool, { enabled: false });
     const key = await issueKey(disabled);
-    expect(await failure(authenticator().authenticate(key.header))).toMatchObject({ status: 404, errorCode: "ORGANIZATION_NOT_CONFIGURED" });
+    expect(await appErrorOf(authenticator().authenticate(key.header))).toMatchObject({ status: 404, errorCode: "ORGANIZATION_NOT_CONFIGURED" });
   });
 
   it("answers 404 ORGANIZATION_NOT_CONFIGURED for a known organization without export settings", async () => {
     const bare = randomUUID();
     await pool.query("INSERT INTO organizations (id, name) VALUES ($1, 'no export row')", [bare]);
     const key = await issueKey(bare);
-    expect(await failure(authenticator().authenticate(key.header))).toMatchObject({ status: 404, errorCode: "ORGANIZATION_NOT_CONFIGURED" });
+    expect(await appErrorOf(authenticator().authenticate(key.header))).toMatchObject({ status: 404, errorCode: "ORGANIZATION_NOT_CONFIGURED" });
   });
 
   it("answers 503 AUTH_UNAVAILABLE with Retry-After when the key store cannot be reached", async () => {
     const closedPort = createPool({ connectionString: "postgres://postgres@127.0.0.1:1/postgres", max: 1 });
     try {
       const key = await issueKey(enabledOrg);
-      const err = await failure(authenticator(closedPort).authenticate(key.header));
+      const err = await appErrorOf(authenticator(closedPort).authenticate(key.header));
       expect(err).toMatchObject({ status: 503, errorCode: "AUTH_UNAVAILABLE", retryAfter: 5 });
     } finally {
       await closedPort.end();

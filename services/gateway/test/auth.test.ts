@@ -1,19 +1,13 @@
-import { generateApiKey, hashApiKeySecret, isAppError, type AppError } from "@exportsvc/common";
+import { generateApiKey, hashApiKeySecret } from "@exportsvc/common";
 import { authConfigSchema, authenticatorTimingsFromConfig, bearerSecret, createAuthenticator, type Queryable } from "../src/auth";
 import { createMemoryStore, type SharedStore } from "../src/store";
+import { appErrorOf } from "./support/app-error";
+import type { KeyRow } from "../src/auth/key-lookup";
 
 const PEPPER = "unit-test-pepper";
 const ORG = "5d0c3a3e-1111-4a4a-9c9c-000000000001";
 
-interface FakeKey {
-  id: string;
-  organization_id: string;
-  secret_hash: string;
-  expires_at: Date | null;
-  revoked_at: Date | null;
-  organization_known: boolean;
-  export_enabled: boolean;
-}
+type FakeKey = KeyRow;
 
 /** A key store answering the authenticator's one query from memory, counting round trips. */
 function fakeKeyStore() {
@@ -58,15 +52,6 @@ function setup(options: { store?: SharedStore } = {}) {
   return { clock, keyStore, store, auth };
 }
 
-async function failure(promise: Promise<unknown>): Promise<AppError> {
-  try {
-    await promise;
-  } catch (err) {
-    if (isAppError(err)) return err;
-    throw err;
-  }
-  throw new Error("expected a rejection");
-}
 
 describe("bearer token syntax", () => {
   const { secret, id } = generateApiKey();
@@ -97,7 +82,7 @@ describe("bearer token syntax", () => {
 describe("authenticator (in-process store, fake key store, manual clock)", () => {
   it("answers a malformed header with 401 without asking the key store", async () => {
     const { auth, keyStore } = setup();
-    const err = await failure(auth.authenticate("Bearer ak_123"));
+    const err = await appErrorOf(auth.authenticate("Bearer ak_123"));
     expect(err).toMatchObject({ status: 401, errorCode: "UNAUTHORIZED", detail: undefined });
     expect(keyStore.db.queries).toBe(0);
   });
@@ -122,7 +107,7 @@ describe("authenticator (in-process store, fake key store, manual clock)", () =>
     clock.advance(30_000);
     await expect(auth.authenticate(key.header)).resolves.toMatchObject({ keyId: key.id });
     clock.advance(30_000);
-    expect(await failure(auth.authenticate(key.header))).toMatchObject({ status: 401 });
+    expect(await appErrorOf(auth.authenticate(key.header))).toMatchObject({ status: 401 });
   });
 
   it("enforces an expiry at its exact instant even from the cache", async () => {
@@ -132,7 +117,7 @@ describe("authenticator (in-process store, fake key store, manual clock)", () =>
     clock.advance(9_999);
     await expect(auth.authenticate(key.header)).resolves.toMatchObject({ keyId: key.id });
     clock.advance(1);
-    expect(await failure(auth.authenticate(key.header))).toMatchObject({ status: 401 });
+    expect(await appErrorOf(auth.authenticate(key.header))).toMatchObject({ status: 401 });
     expect(keyStore.db.queries).toBe(1);
   });
 
@@ -141,22 +126,22 @@ describe("authenticator (in-process store, fake key store, manual clock)", () =>
     const key = keyStore.issue({ revoked_at: new Date(clock.now() + 5_000) });
     await auth.authenticate(key.header);
     clock.advance(5_000);
-    expect(await failure(auth.authenticate(key.header))).toMatchObject({ status: 401 });
+    expect(await appErrorOf(auth.authenticate(key.header))).toMatchObject({ status: 401 });
   });
 
   it("remembers a rejection per secret for the rejection time, while another key works at once", async () => {
     const { auth, keyStore, clock } = setup();
     const unknown = generateApiKey();
-    expect(await failure(auth.authenticate(`Bearer ${unknown.secret}`))).toMatchObject({ status: 401 });
+    expect(await appErrorOf(auth.authenticate(`Bearer ${unknown.secret}`))).toMatchObject({ status: 401 });
     expect(keyStore.db.queries).toBe(1);
     const other = keyStore.issue();
     await expect(auth.authenticate(other.header)).resolves.toMatchObject({ keyId: other.id });
     expect(keyStore.db.queries).toBe(2);
     clock.advance(29_999);
-    expect(await failure(auth.authenticate(`Bearer ${unknown.secret}`))).toMatchObject({ status: 401 });
+    expect(await appErrorOf(auth.authenticate(`Bearer ${unknown.secret}`))).toMatchObject({ status: 401 });
     expect(keyStore.db.queries).toBe(2);
     clock.advance(1);
-    expect(await failure(auth.authenticate(`Bearer ${unknown.secret}`))).toMatchObject({ status: 401 });
+    expect(await appErrorOf(auth.authenticate(`Bearer ${unknown.secret}`))).toMatchObject({ status: 401 });
     expect(keyStore.db.queries).toBe(3);
   });
 
@@ -166,15 +151,15 @@ describe("authenticator (in-process store, fake key store, manual clock)", () =>
     const expired = keyStore.issue({ expires_at: new Date(clock.now()) });
     const orphan = keyStore.issue({ organization_known: false, export_enabled: false });
     for (const key of [revoked, expired, orphan]) {
-      expect(await failure(auth.authenticate(key.header))).toMatchObject({ status: 401, errorCode: "UNAUTHORIZED" });
+      expect(await appErrorOf(auth.authenticate(key.header))).toMatchObject({ status: 401, errorCode: "UNAUTHORIZED" });
     }
   });
 
   it("answers a key of an organization not enabled for export with 404", async () => {
     const { auth, keyStore } = setup();
     const key = keyStore.issue({ export_enabled: false });
-    expect(await failure(auth.authenticate(key.header))).toMatchObject({ status: 404, errorCode: "ORGANIZATION_NOT_CONFIGURED" });
-    expect(await failure(auth.authenticate(key.header))).toMatchObject({ status: 404 });
+    expect(await appErrorOf(auth.authenticate(key.header))).toMatchObject({ status: 404, errorCode: "ORGANIZATION_NOT_CONFIGURED" });
+    expect(await appErrorOf(auth.authenticate(key.header))).toMatchObject({ status: 404 });
     expect(keyStore.db.queries).toBe(1);
   });
 
@@ -184,7 +169,7 @@ describe("authenticator (in-process store, fake key store, manual clock)", () =>
     await auth.authenticate(cached.header);
     const fresh = keyStore.issue();
     keyStore.setUnreachable(true);
-    expect(await failure(auth.authenticate(fresh.header))).toMatchObject({ status: 503, errorCode: "AUTH_UNAVAILABLE", retryAfter: 5 });
+    expect(await appErrorOf(auth.authenticate(fresh.header))).toMatchObject({ status: 503, errorCode: "AUTH_UNAVAILABLE", retryAfter: 5 });
     await expect(auth.authenticate(cached.header)).resolves.toMatchObject({ keyId: cached.id });
     keyStore.setUnreachable(false);
     await expect(auth.authenticate(fresh.header)).resolves.toMatchObject({ keyId: fresh.id });

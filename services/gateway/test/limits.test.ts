@@ -1,9 +1,9 @@
 import { randomUUID } from "node:crypto";
 import { EventEmitter } from "node:events";
-import { isAppError, type AppError } from "@exportsvc/common";
 import type { FallbackEvent, SharedStoreStatus } from "../src/contracts";
 import { createRateLimiter, limitsConfigSchema, rateLimiterOptionsFromConfig, type RateLimiterOptions } from "../src/limits";
 import { createMemoryStore, createSharedStore, SharedStoreUnavailableError, type SharedStore } from "../src/store";
+import { appErrorOf } from "./support/app-error";
 
 const LIMITS: RateLimiterOptions = { concurrency: 5, perWindow: 600, windowSeconds: 60, leaseSeconds: 30 };
 
@@ -12,15 +12,6 @@ function manualClock(start = 1_700_000_000_000) {
   return { now: () => now, advance: (ms: number) => void (now += ms) };
 }
 
-async function rejectionOf(promise: Promise<unknown>): Promise<AppError> {
-  try {
-    await promise;
-  } catch (err) {
-    if (isAppError(err)) return err;
-    throw err;
-  }
-  throw new Error("expected a rejection");
-}
 
 /** A store that plays Redis: shared by "replicas", and can be taken down and brought back. */
 function switchableStore(clock: { now(): number }) {
@@ -59,7 +50,7 @@ describe("rate limiter (in-process store, manual clock)", () => {
     const limiter = createRateLimiter(createMemoryStore({ clock }), { ...LIMITS, clock });
     const org = randomUUID();
     const held = await Promise.all(Array.from({ length: 5 }, () => limiter.admit(org)));
-    const err = await rejectionOf(limiter.admit(org));
+    const err = await appErrorOf(limiter.admit(org));
     expect(err.status).toBe(429);
     expect(err.errorCode).toBe("RATE_LIMITED");
     expect(err.omitTraceId).toBe(true);
@@ -84,7 +75,7 @@ describe("rate limiter (in-process store, manual clock)", () => {
     a.release();
     await new Promise((r) => setImmediate(r));
     const c = await limiter.admit(org);
-    expect((await rejectionOf(limiter.admit(org))).headers?.["RateLimit-Limit"]).toBe("2");
+    expect((await appErrorOf(limiter.admit(org))).headers?.["RateLimit-Limit"]).toBe("2");
     b.release();
     c.release();
     await limiter.close();
@@ -99,15 +90,15 @@ describe("rate limiter (in-process store, manual clock)", () => {
     (await replicaA.admit(org)).release();
     clock.advance(20_000);
     for (const limiter of [replicaB, replicaA, replicaB]) (await limiter.admit(org)).release();
-    const err = await rejectionOf(replicaA.admit(org));
+    const err = await appErrorOf(replicaA.admit(org));
     expect(err.status).toBe(429);
     expect(err.headers).toEqual({ "RateLimit-Limit": "4", "RateLimit-Remaining": "0", "RateLimit-Reset": "40" });
     expect(err.retryAfter).toBe(40);
     // Rejections consume nothing: after 40 s exactly one place (the first request's) is free again.
-    for (let i = 0; i < 3; i++) await rejectionOf(replicaB.admit(org));
+    for (let i = 0; i < 3; i++) await appErrorOf(replicaB.admit(org));
     clock.advance(40_000);
     (await replicaB.admit(org)).release();
-    expect((await rejectionOf(replicaA.admit(org))).headers?.["RateLimit-Limit"]).toBe("4");
+    expect((await appErrorOf(replicaA.admit(org))).headers?.["RateLimit-Limit"]).toBe("4");
     await replicaA.close();
     await replicaB.close();
   });
@@ -121,9 +112,9 @@ describe("rate limiter (in-process store, manual clock)", () => {
     for (let i = 0; i < 2; i++) {
       await shared.admit({ leasesKey: `exportsvc:rl:{${org}}:leases`, windowKey: `exportsvc:rl:{${org}}:window`, id: randomUUID(), maxLeases: 2, leaseMs: 30_000, maxInWindow: 600, windowMs: 60_000 });
     }
-    expect((await rejectionOf(survivor.admit(org))).headers?.["RateLimit-Limit"]).toBe("2");
+    expect((await appErrorOf(survivor.admit(org))).headers?.["RateLimit-Limit"]).toBe("2");
     clock.advance(29_999);
-    expect((await rejectionOf(survivor.admit(org))).headers?.["RateLimit-Limit"]).toBe("2");
+    expect((await appErrorOf(survivor.admit(org))).headers?.["RateLimit-Limit"]).toBe("2");
     clock.advance(1);
     const admitted = await survivor.admit(org);
     admitted.release();
@@ -142,7 +133,7 @@ describe("rate limiter lease renewal (fake timers)", () => {
     const org = randomUUID();
     const longRequest = await limiter.admit(org);
     await jest.advanceTimersByTimeAsync(10_000);
-    expect((await rejectionOf(limiter.admit(org))).headers?.["RateLimit-Limit"]).toBe("1");
+    expect((await appErrorOf(limiter.admit(org))).headers?.["RateLimit-Limit"]).toBe("1");
     longRequest.release();
     await jest.advanceTimersByTimeAsync(0);
     const next = await limiter.admit(org);
@@ -169,7 +160,7 @@ describe("rate limiter while the shared store is down", () => {
 
     // Exports keep flowing, and this replica still enforces the cap on its own.
     const local = [await limiter.admit(org), await limiter.admit(org)];
-    expect((await rejectionOf(limiter.admit(org))).headers?.["RateLimit-Limit"]).toBe("2");
+    expect((await appErrorOf(limiter.admit(org))).headers?.["RateLimit-Limit"]).toBe("2");
     sharedHeld.release(); // cannot reach the store: its lease will expire there by itself
 
     setDown(false);
@@ -181,7 +172,7 @@ describe("rate limiter while the shared store is down", () => {
     // Local admissions release into the local store; the shared lease expires after its lease time.
     local.forEach((a) => a.release());
     const again = await limiter.admit(org);
-    expect((await rejectionOf(limiter.admit(org))).headers?.["RateLimit-Limit"]).toBe("2");
+    expect((await appErrorOf(limiter.admit(org))).headers?.["RateLimit-Limit"]).toBe("2");
     clock.advance(LIMITS.leaseSeconds * 1000);
     const afterExpiry = await limiter.admit(org);
     again.release();
@@ -199,7 +190,7 @@ describe("rate limiter while the shared store is down", () => {
       const org = randomUUID();
       const held = await limiter.admit(org);
       expect(limiter.status()).toEqual({ mode: "local", store: { backend: "redis", healthy: false } });
-      expect((await rejectionOf(limiter.admit(org))).headers?.["RateLimit-Limit"]).toBe("1");
+      expect((await appErrorOf(limiter.admit(org))).headers?.["RateLimit-Limit"]).toBe("1");
       held.release();
       await new Promise((r) => setImmediate(r));
       (await limiter.admit(org)).release();

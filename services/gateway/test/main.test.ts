@@ -1,8 +1,8 @@
 import { request } from "undici";
 import { ConfigError, generateApiKey, hashApiKeySecret } from "@exportsvc/common";
 import type { Pool } from "pg";
-import { start, type RunningGateway } from "../src/main";
-import { loadGatewayConfig } from "../src/config";
+import { start, type RunningGateway } from "../src/server";
+import { buildInfoFromConfig, httpLimitsFromConfig, loadGatewayConfig } from "../src/config";
 import { createTestOrganization, testDatabaseUrl, testPool } from "../../../test/support/db";
 import { csvBytes, eventually, startFakeServices, writeChunk, type FakeServiceState } from "./support/harness";
 
@@ -24,15 +24,29 @@ describe("loadGatewayConfig", () => {
   it("applies the documented defaults", () => {
     const config = loadGatewayConfig({ DATABASE_URL: "postgres://x@127.0.0.1/db", KEY_HASH_SECRET: "s" });
     expect(config).toMatchObject({
-      port: 8080,
-      host: "0.0.0.0",
-      catalogAddress: "127.0.0.1:50052",
-      exportAddress: "127.0.0.1:50053",
-      gzipLevel: 1,
-      limits: { RATE_LIMIT_CONCURRENCY: 5, RATE_LIMIT_PER_WINDOW: 600 },
+      PORT: 8080,
+      HOST: "0.0.0.0",
+      CATALOG_ADDRESS: "127.0.0.1:50052",
+      EXPORT_ADDRESS: "127.0.0.1:50053",
+      GZIP_LEVEL: 1,
+      RATE_LIMIT_CONCURRENCY: 5,
+      RATE_LIMIT_PER_WINDOW: 600,
     });
-    expect(config.store.REDIS_URL).toBeUndefined();
-    expect(Number.isNaN(Date.parse(config.build.buildDate))).toBe(false);
+    expect(config.REDIS_URL).toBeUndefined();
+    expect(Number.isNaN(Date.parse(buildInfoFromConfig(config).buildDate))).toBe(false);
+  });
+
+  it("reads the listener's connection cap and timeouts, and refuses values outside their ranges naming the variable", () => {
+    const base = { DATABASE_URL: "postgres://x@127.0.0.1/db", KEY_HASH_SECRET: "s" };
+    expect(httpLimitsFromConfig(loadGatewayConfig(base))).toEqual({ maxConnections: 10_000, headersTimeoutMs: 10_000, keepAliveTimeoutMs: 65_000 });
+    expect(httpLimitsFromConfig(loadGatewayConfig({ ...base, HTTP_MAX_CONNECTIONS: "500", HTTP_HEADERS_TIMEOUT_MS: "5000", HTTP_KEEP_ALIVE_TIMEOUT_MS: "30000" }))).toEqual({
+      maxConnections: 500,
+      headersTimeoutMs: 5_000,
+      keepAliveTimeoutMs: 30_000,
+    });
+    expect(() => loadGatewayConfig({ ...base, HTTP_MAX_CONNECTIONS: "0" })).toThrow(/HTTP_MAX_CONNECTIONS/);
+    expect(() => loadGatewayConfig({ ...base, HTTP_HEADERS_TIMEOUT_MS: "ten" })).toThrow(/HTTP_HEADERS_TIMEOUT_MS/);
+    expect(() => loadGatewayConfig({ ...base, HTTP_KEEP_ALIVE_TIMEOUT_MS: "10" })).toThrow(/HTTP_KEEP_ALIVE_TIMEOUT_MS/);
   });
 
   it("rejects a BUILD_DATE that is not a date", () => {
@@ -127,6 +141,61 @@ describe("start(config): the gateway wired with the real authenticator, limiter 
 });
 
 describe("stop(): graceful shutdown", () => {
+  it("ends when the last stream in flight ends, though the client keeps its keep-alive connection open", async () => {
+    let release!: () => void;
+    const released = new Promise<void>((resolve) => (release = resolve));
+    const state: FakeServiceState = {
+      exportRequests: [],
+      listRequests: [],
+      cancelledExports: 0,
+      exportBehaviours: new Map(),
+      catalogResponse: async () => ({ datasets: [], etag: '"e1"' }),
+    };
+    state.exportBehaviours.set("finite", async (_req, call) => {
+      await writeChunk(call, csvBytes(16 * 1024));
+      await released;
+      await writeChunk(call, csvBytes(16 * 1024));
+    });
+    const pool = testPool();
+    const organizationId = await createTestOrganization(pool);
+    const key = generateApiKey();
+    await pool.query("INSERT INTO api_keys (id, organization_id, secret_hash) VALUES ($1, $2, $3)", [key.id, organizationId, hashApiKeySecret(key.secret, KEY_HASH_SECRET)]);
+    const services = await startFakeServices(state);
+    const gateway = await start(
+      loadGatewayConfig({
+        DATABASE_URL: testDatabaseUrl(),
+        KEY_HASH_SECRET,
+        PORT: "0",
+        HOST: "127.0.0.1",
+        CATALOG_ADDRESS: `127.0.0.1:${services.port}`,
+        EXPORT_ADDRESS: `127.0.0.1:${services.port}`,
+        LOG_LEVEL: "silent",
+        // Far longer than the test: stop() must not wait for it.
+        SHUTDOWN_GRACE_MS: "300000",
+      }),
+    );
+    try {
+      const responding = request(`${gateway.url}/v1/datasets/finite/csv`, { headers: { authorization: `Bearer ${key.secret}` } });
+      await eventually(() => state.exportRequests.length > 0);
+      let stopped = false;
+      const stopping = gateway.stop().then(() => (stopped = true));
+      await new Promise((r) => setTimeout(r, 300));
+      expect(stopped).toBe(false);
+      release();
+      const stream = await responding;
+      expect(stream.statusCode).toBe(200);
+      expect((await stream.body.text()).length).toBe(32 * 1024);
+      // undici keeps the connection for its next request; the gateway closes it once idle.
+      const outcome = await Promise.race([stopping.then(() => "stopped"), new Promise((r) => setTimeout(() => r("still waiting"), 30_000))]);
+      expect(outcome).toBe("stopped");
+    } finally {
+      release();
+      await gateway.stop();
+      await services.close();
+      await pool.end();
+    }
+  }, 60_000);
+
   it("lets a stream in flight run for the grace period, then aborts it and refuses new connections", async () => {
     const state: FakeServiceState = {
       exportRequests: [],

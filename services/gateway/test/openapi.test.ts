@@ -1,13 +1,14 @@
-import { Errors } from "@exportsvc/common";
+import { ERROR_CATALOGUE, Errors, type ErrorCode } from "@exportsvc/common";
 import { buildOpenApiDocument, ERROR_CODES } from "../src/openapi/document";
 
 const doc = buildOpenApiDocument("9.9.9") as any;
 const listing = doc.paths["/v1/datasets"].get;
 const csv = doc.paths["/v1/datasets/{datasetKey}/csv"].get;
+const deletions = doc.paths["/v1/datasets/{datasetKey}/deletions"].get;
 
 describe("OpenAPI description", () => {
-  it("covers the two data endpoints only", () => {
-    expect(Object.keys(doc.paths).sort()).toEqual(["/v1/datasets", "/v1/datasets/{datasetKey}/csv"]);
+  it("covers the data endpoints only: listing, CSV and deletion feed", () => {
+    expect(Object.keys(doc.paths).sort()).toEqual(["/v1/datasets", "/v1/datasets/{datasetKey}/csv", "/v1/datasets/{datasetKey}/deletions"]);
     expect(doc.info.version).toBe("9.9.9");
   });
 
@@ -21,6 +22,13 @@ describe("OpenAPI description", () => {
     expect(names).toEqual(["after", "afterRowIndex", "cursor", "datasetKey", "from", "limit", "modifiedSince", "to"]);
     const limit = csv.parameters.find((p: { name: string }) => p.name === "limit");
     expect(limit.schema).toMatchObject({ type: "integer", format: "int32", minimum: 1, maximum: 5000, default: 5000 });
+  });
+
+  it("describes the deletion feed: cursor and limit, CSV response, 410 DELETIONS_CURSOR_EXPIRED, links.deletions", () => {
+    expect(deletions.parameters.map((p: { name: string }) => p.name).sort()).toEqual(["cursor", "datasetKey", "limit"]);
+    expect(Object.keys(deletions.responses["200"].content)).toEqual(["text/csv"]);
+    expect(Object.keys(deletions.responses["410"].content["application/problem+json"].examples)).toEqual(["DELETIONS_CURSOR_EXPIRED"]);
+    expect(doc.components.schemas.DatasetListingEntry.properties.links.properties).toHaveProperty("deletions");
   });
 
   it("describes the CSV response and the listing with columns", () => {
@@ -42,24 +50,46 @@ describe("OpenAPI description", () => {
       Errors.routeNotFound(),
       Errors.badRequest(),
       Errors.headersTooLarge(),
+      Errors.requestTimeout(),
+      Errors.httpVersionNotSupported("HTTP/1.0"),
       Errors.methodNotAllowed(["GET"]),
       Errors.rateLimited({ limit: 5, retryAfter: 1, reset: 1, detail: "x" }),
       Errors.internal(),
       Errors.datasetNotExportable("x"),
       Errors.authUnavailable(),
       Errors.databaseUnavailable(),
+      Errors.deletionsCursorExpired("x"),
     ];
     expect(doc.components.schemas.ErrorCode.enum.sort()).toEqual(catalogue.map((e) => e.errorCode).sort());
     for (const error of catalogue) {
       const published = ERROR_CODES.find((e) => e.errorCode === error.errorCode);
       expect(published).toMatchObject({ status: error.status, title: error.title });
-      const examples = [listing, csv].flatMap((op) => Object.keys(op.responses[String(error.status)]?.content?.["application/problem+json"]?.examples ?? {}));
+      const examples = [listing, csv, deletions].flatMap((op) => Object.keys(op.responses[String(error.status)]?.content?.["application/problem+json"]?.examples ?? {}));
       expect(examples).toContain(error.errorCode);
     }
   });
 
+  it("publishes every entry of the error catalogue with the catalogue's status and title, each with an example", () => {
+    const codes = Object.keys(ERROR_CATALOGUE) as ErrorCode[];
+    expect(codes.length).toBeGreaterThan(0);
+    const operations = [listing, csv, deletions];
+    const missing = codes.filter((code) => !doc.components.schemas.ErrorCode.enum.includes(code));
+    expect(missing).toEqual([]);
+    for (const code of codes) {
+      const { status, title } = ERROR_CATALOGUE[code];
+      const examples = operations.flatMap((op) => {
+        const example = op.responses[String(status)]?.content?.["application/problem+json"]?.examples?.[code];
+        return example ? [example.value] : [];
+      });
+      expect({ code, published: examples.length > 0 }).toEqual({ code, published: true });
+      for (const value of examples) expect(value).toMatchObject({ status, title, errorCode: code });
+    }
+    // Nothing in the document that the catalogue does not know.
+    expect(doc.components.schemas.ErrorCode.enum.filter((code: string) => !(code in ERROR_CATALOGUE))).toEqual([]);
+  });
+
   it("models the problem body", () => {
     const problem = doc.components.schemas.Problem;
-    expect(Object.keys(problem.properties).sort()).toEqual(["detail", "errorCode", "errors", "instance", "status", "title", "traceId", "type"]);
+    expect(Object.keys(problem.properties).sort()).toEqual(["cursorProblem", "detail", "errorCode", "errors", "instance", "status", "title", "traceId", "type"]);
   });
 });

@@ -1,17 +1,10 @@
 import { z } from "zod";
-import { env, parseConfig } from "@exportsvc/common";
+import { env, grpcServiceConfigSchema, parseConfig } from "@exportsvc/common";
+import { DEFAULT_TOMBSTONE_RETENTION_DAYS } from "@exportsvc/datasets";
 
-export const schemaConfigSchema = z.object({
-  DATABASE_URL: env.url(),
-  GRPC_HOST: z.string().min(1).default("0.0.0.0"),
-  GRPC_PORT: env.port(50054),
-  LOG_LEVEL: env.logLevel(),
+export const schemaConfigSchema = grpcServiceConfigSchema({ GRPC_PORT: 50054, DATABASE_POOL_MAX: 5 }).extend({
   /** Fallback polling of registry_sync_queue when a NOTIFY is missed (listener down, replica start). */
   REGISTRY_POLL_MS: env.int(2000, 50),
-  SHUTDOWN_GRACE_MS: env.int(10_000, 0),
-  /** Port of the Prometheus /metrics endpoint; unset = no metrics server. */
-  METRICS_PORT: z.coerce.number().int().min(0).max(65535).optional(),
-  DATABASE_POOL_MAX: env.int(5, 1, 100),
   /**
    * Run the form-dataset maintenance loop (@exportsvc/form-datasets: rebuilds on publish/rename,
    * submission changes into the materialized tables). Every replica may run it; consumers share the
@@ -25,7 +18,26 @@ export const schemaConfigSchema = z.object({
    * connections opened for the rebuild's duration, outside the pool (1 = one table at a time).
    */
   FORM_REBUILD_PARALLELISM: env.int(3, 1, 16),
-});
+  /** Days a dataset's deletion feed keeps a tombstone before the schema service prunes it. */
+  TOMBSTONE_RETENTION_DAYS: env.int(DEFAULT_TOMBSTONE_RETENTION_DAYS, 1, 3650),
+  /** Organizations the registry sync queue worker syncs at once (each holds a pool connection). */
+  REGISTRY_SYNC_CONCURRENCY: env.int(2, 1, 32),
+  /**
+   * Workers of the form-dataset maintenance loop (each holds a pool connection while it works, and
+   * FORM_REBUILD_PARALLELISM - 1 helpers while it rebuilds); organizations are served round-robin.
+   */
+  FORM_MAINTENANCE_CONCURRENCY: env.int(2, 1, 32),
+})
+  // The loop's LISTEN connection and its workers come from the pool: more workers than connections
+  // would only queue on the pool while holding claimed work.
+  .refine((c) => !c.FORM_DATASETS_MAINTENANCE || c.FORM_MAINTENANCE_CONCURRENCY + 1 <= c.DATABASE_POOL_MAX, {
+    path: ["FORM_MAINTENANCE_CONCURRENCY"],
+    message: "needs FORM_MAINTENANCE_CONCURRENCY + 1 <= DATABASE_POOL_MAX (the loop's LISTEN connection and one per worker)",
+  })
+  .refine((c) => c.REGISTRY_SYNC_CONCURRENCY <= c.DATABASE_POOL_MAX, {
+    path: ["REGISTRY_SYNC_CONCURRENCY"],
+    message: "needs REGISTRY_SYNC_CONCURRENCY <= DATABASE_POOL_MAX (one pool connection per organization synced)",
+  });
 
 export type SchemaConfig = z.infer<typeof schemaConfigSchema>;
 

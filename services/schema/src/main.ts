@@ -1,12 +1,13 @@
 import { runService } from "@exportsvc/common";
 import { loadSchemaConfig } from "./config";
+import { start } from "./server";
 
-export type { SchemaConfig } from "./config";
-export type { RunningSchemaService } from "./server";
-
-/** Starts the service. ./server loads on first call so that tracing can start before grpc-js and pg load (instrumentation patches them on load). */
-export const start: typeof import("./server").start = (config, options) => (require("./server") as typeof import("./server")).start(config, options);
-
+/**
+ * The schema process: configuration (fail fast, naming the variable), then the server; SIGTERM or
+ * SIGINT stops it gracefully. Run it as `node --import ./src/tracing.ts src/main.ts` (in the image,
+ * dist/tracing.js and dist/main.js): tracing must be running before ./server loads grpc-js and pg,
+ * which instrumentation patches as they load.
+ */
 if (require.main === module) {
   runService({ name: "schema", loadConfig: loadSchemaConfig, logLevel: (config) => config.LOG_LEVEL, start: (config, log) => start(config, { log }) });
 }

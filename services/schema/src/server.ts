@@ -1,10 +1,10 @@
-import { createLogger, type Logger } from "@exportsvc/common";
+import { createLogger, type Logger, type RebuildOutcome, type ServiceMetrics } from "@exportsvc/common";
 import { createPool, isDatabaseUnavailable } from "@exportsvc/db";
-import { startMaintenanceLoop, type MaintenanceLoop } from "@exportsvc/form-datasets";
-import { SchemaService, type AssignNamesRequest, type SyncDatasetsRequest } from "@exportsvc/proto";
-import { handlerErrorMapping, startGrpcService } from "@exportsvc/rpc";
+import { startMaintenanceLoop, type MaintenanceLoop, type RebuildReport } from "@exportsvc/form-datasets";
+import { SchemaService } from "@exportsvc/proto";
+import { handlerErrorMapping, serve, startGrpcService } from "@exportsvc/rpc";
 import type { SchemaConfig } from "./config";
-import { assignNames } from "./handlers/assign-names";
+import { startTombstonePruning } from "./maintenance/tombstone-pruning";
 import { syncDatasets } from "./handlers/sync-datasets";
 import { RegistrySyncWorker } from "./queue/registry-sync-worker";
 import { requeueOnDefinitionsChange } from "./sync/definitions-resync";
@@ -13,6 +13,8 @@ import type { DatasetSyncer } from "./sync/syncer";
 
 export interface RunningSchemaService {
   port: number;
+  /** Port of /metrics when METRICS_PORT is set. */
+  metricsPort?: number;
   worker: RegistrySyncWorker;
   stop(): Promise<void>;
 }
@@ -25,6 +27,17 @@ export interface SchemaServiceOptions {
   formMaintenanceOrganizationId?: string;
 }
 
+/**
+ * dataset_rebuilds_total's outcome of a rebuild request: `superseded` when it found nothing to build
+ * (the form was deleted, unpublished or removed after the request was queued); a rebuild that threw
+ * (transient database failure, retried later) is a failure like one that marked the form failed.
+ */
+export function rebuildOutcome(status: RebuildReport["status"]): RebuildOutcome {
+  if (status === "built") return "success";
+  if (status === "failed" || status === "error") return "failure";
+  return "superseded";
+}
+
 export const DEFAULT_SYNCERS: readonly DatasetSyncer[] = [fixedDatasetsSyncer];
 
 /** Starts the SchemaService gRPC server, the registry sync queue worker and the form-dataset maintenance loop. */
@@ -33,47 +46,54 @@ export async function start(config: SchemaConfig, options: SchemaServiceOptions 
   const syncers = options.syncers ?? DEFAULT_SYNCERS;
   const pool = createPool({ connectionString: config.DATABASE_URL, max: config.DATABASE_POOL_MAX, applicationName: "schema" });
   const withErrorMapping = handlerErrorMapping(log, isDatabaseUnavailable);
-  const worker = new RegistrySyncWorker({ pool, databaseUrl: config.DATABASE_URL, syncers, pollMs: config.REGISTRY_POLL_MS, log });
+  const worker = new RegistrySyncWorker({ pool, databaseUrl: config.DATABASE_URL, syncers, pollMs: config.REGISTRY_POLL_MS, log, concurrency: config.REGISTRY_SYNC_CONCURRENCY });
 
-  const startBackgroundWork = async () => {
+  const startBackgroundWork = async (metrics: ServiceMetrics) => {
     // A failure here only delays the re-sync to the next start; the service itself can run.
     await requeueOnDefinitionsChange(pool).then(
       (queued) => queued.length > 0 && log.info({ queued: queued.length }, "fixed dataset definitions changed; organizations queued for sync"),
       (err: unknown) => log.warn({ err }, "could not check fixed dataset definitions"),
     );
     worker.start();
+    if (config.FORM_DATASETS_MAINTENANCE) metrics.initRebuildSeries();
     const formMaintenance: MaintenanceLoop | undefined = config.FORM_DATASETS_MAINTENANCE
       ? startMaintenanceLoop(pool, {
           pollIntervalMs: config.FORM_DATASETS_POLL_MS,
           rebuildParallelism: config.FORM_REBUILD_PARALLELISM,
+          concurrency: config.FORM_MAINTENANCE_CONCURRENCY,
           organizationId: options.formMaintenanceOrganizationId,
           onError: (err) => log.warn({ err }, "form dataset maintenance pass failed; retrying on the next wake"),
           onApplied: (result) => log.debug({ result }, "form dataset changes applied"),
+          onRebuild: (report) => {
+            const outcome = rebuildOutcome(report.status);
+            metrics.observeRebuild(outcome, report.durationSeconds);
+            if (outcome === "failure") log.error({ ...report, outcome }, "form dataset rebuild failed");
+            else log.info({ ...report, outcome }, "form dataset rebuild finished");
+          },
+          onLag: (seconds) => metrics.setMaintenanceLag(seconds),
         })
       : undefined;
+    const pruning = startTombstonePruning(pool, { retentionDays: config.TOMBSTONE_RETENTION_DAYS, log });
     return {
       stop: async () => {
         await worker.stop();
         await formMaintenance?.stop();
+        await pruning.stop();
       },
     };
   };
 
-  const { port, stop } = await startGrpcService({
+  const { port, metricsPort, stop } = await startGrpcService({
     name: "schema",
     settings: config,
     log,
     pool,
     implement: () => [
-      {
-        service: SchemaService,
-        impl: {
-          assignNames: async (request: AssignNamesRequest) => assignNames(request),
-          syncDatasets: (request: SyncDatasetsRequest) => withErrorMapping("SyncDatasets", () => syncDatasets(pool, syncers, request)),
-        },
-      },
+      serve(SchemaService, {
+        syncDatasets: (request) => withErrorMapping("SyncDatasets", () => syncDatasets(pool, syncers, request)),
+      }),
     ],
     startBackgroundWork,
   });
-  return { port, worker, stop };
+  return { port, metricsPort, worker, stop };
 }

@@ -1,9 +1,12 @@
+import { escapeLiteral } from "pg";
+import { UUID_TEXT_PATTERN } from "@exportsvc/common";
 import type { AttributeType } from "../types";
 import { textLiteral, uuidLiteral } from "./literals";
 import { dateTimeText, nameList, numberText } from "./values";
 import { ROW } from "./resources";
 
-const UUID_PATTERN = "'^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$'";
+/** Matched with `~*` (either case), as isUuid does. */
+const UUID_PATTERN = escapeLiteral(`^${UUID_TEXT_PATTERN}$`);
 
 /**
  * Number and Date conversions inline, without the plpgsql `export_try_*` (whose EXCEPTION block
@@ -57,7 +60,7 @@ export function attributeExpression(attributeId: string, type: AttributeType | s
         "d.name",
         "d.id",
         `FROM documents d WHERE d.organization_id = ${ROW}.organization_id AND d.id IN (
-          SELECT e::uuid FROM ${elementsOf(value)} AS e WHERE e ~ ${UUID_PATTERN})`,
+          SELECT e::uuid FROM ${elementsOf(value)} AS e WHERE e ~* ${UUID_PATTERN})`,
       );
     case "MultiSelect":
       // Only an array of option keys (strings) fits; anything else is an empty cell.

@@ -1,11 +1,10 @@
 import { escapeIdentifier, escapeLiteral } from "pg";
+import { isUuid } from "@exportsvc/common";
 
 /**
  * COPY takes no bind parameters, so every value that enters an export query is validated against
  * its type here and then quoted with the driver's escaping. Nothing else builds literals.
  */
-
-const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
 
 export class InvalidLiteralError extends Error {
   constructor(kind: string) {
@@ -13,8 +12,6 @@ export class InvalidLiteralError extends Error {
     this.name = "InvalidLiteralError";
   }
 }
-
-export const isUuid = (value: string): boolean => UUID.test(value);
 
 export function uuidLiteral(value: string): string {
   if (!isUuid(value)) throw new InvalidLiteralError("uuid");

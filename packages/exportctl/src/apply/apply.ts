@@ -1,4 +1,6 @@
 import type { Pool, PoolClient } from "pg";
+import { declareWriterOrganization } from "@exportsvc/common";
+import { inTransaction } from "@exportsvc/db";
 import { ExportctlError } from "../errors";
 import { loadAttributeDefinitions, resolveAttributes } from "./attributes";
 import { deleteSection } from "./deletions";
@@ -13,33 +15,47 @@ import { CUSTOM_ATTRIBUTES_DEF, DEVIATIONS_DEF, RESOURCE_SECTIONS, SUBMISSIONS_D
 import { upsertRows, type Row, type UpsertResult } from "./upsert";
 import { parseApplyDocument } from "./validate";
 import { resolveValues, type ValueContext } from "./values";
+import { unknownTimeZoneProblems } from "./time-zones";
 
 export interface SectionResult extends UpsertResult {
   deleted: number;
 }
 export type ApplyResult = { organizationId: string; sections: Record<string, SectionResult> };
 
+/** Where a running apply is: `done` of `total` steps (checking, one per section, deletions, commit). */
+export interface ApplyProgress {
+  stage: string;
+  done: number;
+  total: number;
+}
+export interface ApplyOptions {
+  onProgress?: (progress: ApplyProgress) => void;
+}
+
 /**
  * Loads an apply document in one transaction: everything or nothing. Records are matched by id and
  * written only when they differ from the stored state (see docs/apply-format.md).
  */
-export async function applyDocument(pool: Pool, input: unknown): Promise<ApplyResult> {
+export async function applyDocument(pool: Pool, input: unknown, opts: ApplyOptions = {}): Promise<ApplyResult> {
   const doc = parseApplyDocument(input);
-  const client = await pool.connect();
-  try {
-    await client.query("BEGIN");
-    const result = await applyInTransaction(client, doc);
-    await client.query("COMMIT");
-    return result;
-  } catch (err) {
-    await client.query("ROLLBACK").catch(() => undefined);
-    throw err;
-  } finally {
-    client.release();
-  }
+  // checking + custom attributes + resources + forms + submissions + deviations + deletions + paths + commit
+  const total = 8 + RESOURCE_SECTIONS.length;
+  let done = 0;
+  const step = (stage: string) => opts.onProgress?.({ stage, done: done++, total });
+  const result = await inTransaction(pool, async (client) => {
+    // The document writes one organization's data only: its open transaction then holds the export
+    // visibility horizon for that organization alone (docs/export.md, "Declaring the writer's organization").
+    await declareWriterOrganization(client, doc.organization);
+    const applied = await applyInTransaction(client, doc, step);
+    step("commit");
+    return applied;
+  });
+  opts.onProgress?.({ stage: "done", done: total, total });
+  return result;
 }
 
-async function applyInTransaction(client: PoolClient, doc: ApplyDocument): Promise<ApplyResult> {
+async function applyInTransaction(client: PoolClient, doc: ApplyDocument, step: (stage: string) => void): Promise<ApplyResult> {
+  step("checking the document");
   const org = doc.organization;
   const exists = await client.query("SELECT 1 FROM organizations WHERE id = $1", [org]);
   if (exists.rowCount === 0) {
@@ -110,6 +126,7 @@ async function applyInTransaction(client: PoolClient, doc: ApplyDocument): Promi
     if (d.linkedRecordId) refs.add("submissions", d.linkedRecordId, `${path}.linkedRecordId`);
   });
 
+  problems.push(...(await unknownTimeZoneProblems(client, doc.sites ?? [])));
   referenceProblems.push(...(await refs.unknown(client, org)));
   if (problems.length > 0) {
     throw new ExportctlError("INVALID_DOCUMENT", "The apply document is invalid; nothing was loaded.", [...problems, ...referenceProblems]);
@@ -121,24 +138,31 @@ async function applyInTransaction(client: PoolClient, doc: ApplyDocument): Promi
   const sections: Record<string, SectionResult> = {};
   const record = (name: string, r: UpsertResult) => (sections[name] = { ...r, deleted: 0 });
 
+  step("customAttributes");
   record("customAttributes", await upsertRows(client, org, CUSTOM_ATTRIBUTES_DEF, (doc.customAttributes ?? []).map((a, i) => ({
     id: a.id, resource_kind: a.resourceKind, key: a.key, name: a.name, type: a.type, position: a.position ?? i,
   }))));
   for (const section of RESOURCE_SECTIONS) {
+    step(section.section);
     record(section.section, await upsertRows(client, org, section.def, resourceRows.get(section.section) ?? []));
   }
+  step("forms");
   record("forms", await applyForms(client, org, doc.forms ?? []));
 
+  step("submissions");
   await fillSnapshots(client, org, snapshots);
   record("submissions", await upsertRows(client, org, SUBMISSIONS_DEF, await submissionRows(client, org, submissions)));
+  step("deviations");
   record("deviations", await upsertRows(client, org, DEVIATIONS_DEF, await deviationRows(client, org, doc)));
 
+  step("deletions");
   for (const section of [...DELETABLE_SECTIONS].reverse()) {
     const ids = doc.delete?.[section] ?? [];
     if (ids.length === 0) continue;
     sections[section] ??= { inserted: 0, updated: 0, unchanged: 0, deleted: 0 };
     sections[section].deleted = await deleteSection(client, org, section, ids);
   }
+  step("site paths");
   await recomputePaths(client, org);
   return { organizationId: org, sections };
 }

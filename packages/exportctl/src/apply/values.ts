@@ -1,4 +1,6 @@
+import { isUuid } from "@exportsvc/common";
 import type { FieldInput } from "./schema";
+import { isDay, isInstant } from "./schema/scalars";
 import type { RefKind } from "./tables";
 
 /**
@@ -16,13 +18,7 @@ export interface ValueContext {
   snapshot(target: { id: string; record?: unknown }, kind: RefKind, locator: (string | number)[]): void;
 }
 
-const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
-const DAY = /^\d{4}-\d{2}-\d{2}$/;
 const TIME = /^([01]\d|2[0-3]):[0-5]\d(:[0-5]\d)?$/;
-const INSTANT = /^\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}(:\d{2}(\.\d{1,6})?)?(Z|z|[-+]\d{2}(:?\d{2})?)$/;
-
-const isDay = (v: unknown) => typeof v === "string" && DAY.test(v) && new Date(`${v}T00:00:00Z`).toISOString().slice(0, 10) === v;
-const isInstant = (v: unknown) => typeof v === "string" && INSTANT.test(v) && !Number.isNaN(Date.parse(v.replace(" ", "T")));
 const isPlainObject = (v: unknown): v is Record<string, unknown> => typeof v === "object" && v !== null && !Array.isArray(v);
 
 export function findField(fields: FieldInput[], keyOrId: string): FieldInput | undefined {
@@ -99,7 +95,7 @@ function resolveValue(field: FieldInput, value: unknown, path: string, ctx: Valu
       }
       return { name: value.name, date: value.date };
     case "resourceSelect": {
-      if (!isPlainObject(value) || typeof value.id !== "string" || !UUID.test(value.id) || Object.keys(value).some((k) => k !== "id" && k !== "record")) {
+      if (!isPlainObject(value) || typeof value.id !== "string" || !isUuid(value.id) || Object.keys(value).some((k) => k !== "id" && k !== "record")) {
         return bad("an object {id, record?} with id a uuid");
       }
       if (value.record !== undefined && !isPlainObject(value.record)) return bad("an object whose record is an object");

@@ -14,7 +14,8 @@ export interface StoredKey {
   exportEnabled: boolean;
 }
 
-interface KeyRow {
+/** The key lookup's row, as the query returns it (tests fake the query with it). */
+export interface KeyRow {
   id: string;
   organization_id: string;
   secret_hash: string;

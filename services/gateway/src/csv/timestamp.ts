@@ -9,6 +9,9 @@
 const INSTANT =
   /^(\d{4})-(\d{2})-(\d{2})[Tt ](\d{2}):(\d{2})(?::(\d{2})(?:[.,](\d{1,9}))?)?(?:([Zz])|([+-])(\d{2})(?::?(\d{2}))?)$/;
 
+/** The accepted syntax as a JSON Schema / ECMA-262 pattern, for the OpenAPI description (range checks are parseInstantMicros's). */
+export const INSTANT_PATTERN = INSTANT.source;
+
 const DAYS_IN_MONTH = [31, 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31];
 
 const isLeapYear = (year: number) => (year % 4 === 0 && year % 100 !== 0) || year % 400 === 0;

@@ -1,10 +1,20 @@
 import type { Middleware } from "koa";
+import { Errors, isAppError } from "@exportsvc/common";
 import type { Authenticator, Principal, RateLimiter } from "../contracts";
 
-/** Resolves the caller from the Authorization header; every data route runs behind it. */
+/**
+ * Resolves the caller from the Authorization header; every data route runs behind it. Every 401
+ * leaves here as the one UNAUTHORIZED problem with its RFC 6750 challenge, whatever refused the key.
+ */
 export function authenticateMiddleware(authenticator: Authenticator): Middleware {
   return async (ctx, next) => {
-    ctx.state.principal = await authenticator.authenticate(ctx.get("authorization") || undefined);
+    const credential = ctx.get("authorization") || undefined;
+    try {
+      ctx.state.principal = await authenticator.authenticate(credential);
+    } catch (err) {
+      if (isAppError(err) && err.status === 401) throw Errors.unauthorized(credential !== undefined);
+      throw err;
+    }
     await next();
   };
 }

@@ -10,8 +10,12 @@ export interface ProblemOptions {
   metrics?: ServiceMetrics;
 }
 
-/** The body of an application/problem+json response (RFC 9457 plus errorCode, traceId, errors). */
-export function problemBody(error: AppError, instance: string, traceId: string, typeBaseUrl?: string): Record<string, unknown> {
+/**
+ * The body of an application/problem+json response (RFC 9457 plus errorCode, traceId, errors).
+ * `instance` is the request path; absent only when it is not known (a request the HTTP parser
+ * refused before reading its request line).
+ */
+export function problemBody(error: AppError, instance: string | undefined, traceId: string, typeBaseUrl?: string): Record<string, unknown> {
   const body: Record<string, unknown> = {
     type: typeBaseUrl ? `${typeBaseUrl}#${error.errorCode}` : "about:blank",
     title: error.title,
@@ -19,7 +23,7 @@ export function problemBody(error: AppError, instance: string, traceId: string, 
   };
   // The contract: a 401 never explains itself.
   if (error.detail !== undefined && error.status !== 401) body.detail = error.detail;
-  body.instance = instance;
+  if (instance !== undefined) body.instance = instance;
   body.errorCode = error.errorCode;
   if (!error.omitTraceId) body.traceId = traceId;
   if (error.errors) body.errors = error.errors;
@@ -50,6 +54,9 @@ export function problemMiddleware(options: ProblemOptions): Middleware {
       const error = isAppError(err) ? err : Errors.internal();
       if (!isAppError(err)) {
         options.logger.error({ err, traceId: ctx.state.traceId, path: ctx.path }, "unhandled error");
+      } else if (err.status >= 500) {
+        // Every 5xx is in this service's log with its trace id (the service behind logged its cause).
+        options.logger.warn({ traceId: ctx.state.traceId, path: ctx.path, status: err.status, errorCode: err.errorCode }, "server error answered");
       }
       if (ctx.headerSent || !ctx.writable) {
         // Too late for a problem body: the status line has gone out. Abort so the client cannot mistake a cut body for a whole one.

@@ -1,21 +1,25 @@
 import Router from "@koa/router";
-import type { Middleware } from "koa";
+import type { Middleware, ParameterizedContext } from "koa";
 import type { MessageInitShape } from "@bufbuild/protobuf";
-import type { DatasetEntry, ExportCsvRequestSchema, ListDatasetsResponse } from "@exportsvc/proto";
-import type { Logger, ServiceMetrics } from "@exportsvc/common";
+import type { ExportCsvRequestSchema, ExportDeletionsRequestSchema } from "@exportsvc/proto";
+import { Errors, type Logger, type ServiceMetrics } from "@exportsvc/common";
 import type { Principal } from "../contracts";
-import { sendJson } from "../http/json";
+import { sendListing, type ListingStream } from "../http/listing-response";
 import { parseCsvQuery } from "../csv/query";
-import { sendCsvStream, type CsvChunkStream } from "../csv/stream-response";
+import { decodeComponentStrictly } from "../http/text-input";
+import { sendCsvStream, type CsvChunkStream, type CsvStreamOptions } from "../csv/stream-response";
+import { requireStreamFramingMiddleware } from "../http/http-version";
 
 /** The slice of the catalog client the gateway uses (a fake in tests). */
 export interface CatalogPort {
-  listDatasets(request: { organizationId: string }): Promise<ListDatasetsResponse>;
+  /** `traceId` travels as the call's traceparent, so the catalog's logs carry the request's trace id. */
+  listDatasets(request: { organizationId: string; ifNoneMatch?: string }, traceId?: string): ListingStream;
 }
 
 /** The slice of the export client the gateway uses (a fake in tests). */
 export interface ExportPort {
-  exportCsv(request: MessageInitShape<typeof ExportCsvRequestSchema>): CsvChunkStream;
+  exportCsv(request: MessageInitShape<typeof ExportCsvRequestSchema>, traceId?: string): CsvChunkStream;
+  exportDeletions(request: MessageInitShape<typeof ExportDeletionsRequestSchema>, traceId?: string): CsvChunkStream;
 }
 
 export interface DataRouteDeps {
@@ -25,68 +29,72 @@ export interface DataRouteDeps {
   guard: Middleware[];
   gzipLevel: number;
   csvHeadBytes: number;
+  /** CATALOG_DEADLINE_MS: the catalog has this long to build the listing (send its head). */
+  catalogDeadlineMs: number;
+  /** A CSV or listing response the client accepts no bytes of for this long is aborted (slot and call freed). */
+  streamStallTimeoutMs: number;
   logger: Logger;
   metrics?: ServiceMetrics;
 }
 
-/** A listing entry as the API shows it: absent values omitted, never null. */
-export function toListingEntry(entry: DatasetEntry): Record<string, unknown> {
-  const out: Record<string, unknown> = { key: entry.key };
-  if (entry.displayName !== undefined) out.displayName = entry.displayName;
-  if (entry.parentDataset !== undefined) out.parentDataset = entry.parentDataset;
-  out.childDatasets = [...entry.childDatasets];
-  out.columns = entry.columns.map((column) =>
-    column.label === undefined
-      ? { key: column.key, dataType: column.dataType }
-      : { key: column.key, dataType: column.dataType, label: column.label },
-  );
-  out.links = { csv: entry.csvPath };
-  out.changeToken = entry.changeToken;
-  return out;
-}
-
-/** RFC 9110 weak comparison of an If-None-Match header against the current ETag. */
-export function ifNoneMatchHits(header: string, etag: string): boolean {
-  const opaque = (tag: string) => tag.trim().replace(/^W\//, "");
-  if (header.trim() === "*") return true;
-  return header.split(",").some((candidate) => opaque(candidate) === opaque(etag));
-}
-
-/** The two data endpoints: the listing and one dataset's CSV page. */
+/** The data endpoints: the listing, one dataset's CSV page and one page of its deletion feed. */
 export function dataRoutes(deps: DataRouteDeps): Router {
-  const router = new Router({ prefix: "/v1" });
+  // Paths are matched exactly as written: /V1/datasets/x/CSV is no endpoint (404 NOT_FOUND).
+  const router = new Router({ prefix: "/v1", sensitive: true });
 
   router.get("/datasets", ...deps.guard, async (ctx) => {
     const principal = ctx.state.principal as Principal;
-    const listing = await deps.catalog.listDatasets({ organizationId: principal.organizationId });
-    ctx.set("ETag", listing.etag);
-    ctx.set("Cache-Control", "private, no-cache");
-    ctx.vary("Accept-Encoding");
     const ifNoneMatch = ctx.get("if-none-match");
-    if (ifNoneMatch && listing.etag && ifNoneMatchHits(ifNoneMatch, listing.etag)) {
-      ctx.status = 304;
-      return;
-    }
-    await sendJson(ctx, listing.datasets.map(toListingEntry), deps.gzipLevel);
+    // With If-None-Match the catalog may answer notModified from the organization's stored listing
+    // version without building the listing (docs/catalog.md, "A cheap 304").
+    const call = deps.catalog.listDatasets(
+      ifNoneMatch ? { organizationId: principal.organizationId, ifNoneMatch } : { organizationId: principal.organizationId },
+      ctx.state.traceId as string,
+    );
+    await sendListing(ctx, call, { ...csvStreamOptions(deps), ifNoneMatch, headDeadlineMs: deps.catalogDeadlineMs });
   });
 
-  router.get("/datasets/:datasetKey/csv", ...deps.guard, async (ctx) => {
+  router.get("/datasets/:datasetKey/csv", requireStreamFramingMiddleware(), ...deps.guard, async (ctx) => {
     // Parsing comes first: an unparsable parameter is rejected before the dataset is looked at.
-    const query = parseCsvQuery(ctx.query);
-    const principal = ctx.state.principal as Principal;
+    const query = parseCsvQuery(ctx.query, ctx.querystring);
     const request: MessageInitShape<typeof ExportCsvRequestSchema> = {
-      organizationId: principal.organizationId,
-      datasetKey: ctx.params.datasetKey,
+      organizationId: (ctx.state.principal as Principal).organizationId,
+      datasetKey: datasetKeyOf(ctx),
       ...query,
     };
-    const call = deps.exporter.exportCsv(request);
-    await sendCsvStream(ctx, call, {
-      headBytes: deps.csvHeadBytes,
-      gzipLevel: deps.gzipLevel,
-      logger: deps.logger,
-      metrics: deps.metrics,
-    });
+    await sendCsvStream(ctx, deps.exporter.exportCsv(request, ctx.state.traceId as string), csvStreamOptions(deps));
+  });
+
+  router.get("/datasets/:datasetKey/deletions", requireStreamFramingMiddleware(), ...deps.guard, async (ctx) => {
+    // The CSV endpoint's parsing of the two parameters this feed takes; its other parameters are
+    // unknown here and, like every unknown parameter, ignored (but invalid text in any is refused).
+    const { cursor, limit } = parseCsvQuery({ cursor: ctx.query.cursor, limit: ctx.query.limit }, ctx.querystring);
+    const request: MessageInitShape<typeof ExportDeletionsRequestSchema> = {
+      organizationId: (ctx.state.principal as Principal).organizationId,
+      datasetKey: datasetKeyOf(ctx),
+      cursor,
+      limit,
+    };
+    await sendCsvStream(ctx, deps.exporter.exportDeletions(request, ctx.state.traceId as string), csvStreamOptions(deps));
   });
 
   return router;
+}
+
+/** The path's dataset key; a key that is not valid text names no dataset: answered here, never sent to the database. */
+function datasetKeyOf(ctx: ParameterizedContext): string {
+  const rawKey = ctx.path.split("/")[3] ?? "";
+  const datasetKey = decodeComponentStrictly(rawKey);
+  if (datasetKey === undefined) throw Errors.datasetNotFound(ctx.params.datasetKey);
+  return datasetKey;
+}
+
+function csvStreamOptions(deps: DataRouteDeps): CsvStreamOptions {
+  return {
+    headBytes: deps.csvHeadBytes,
+    gzipLevel: deps.gzipLevel,
+    stallTimeoutMs: deps.streamStallTimeoutMs,
+    logger: deps.logger,
+    metrics: deps.metrics,
+  };
 }

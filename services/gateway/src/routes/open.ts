@@ -1,6 +1,7 @@
 import Router from "@koa/router";
 import { AppError, Errors } from "@exportsvc/common";
 import type { OpenApiDocument } from "../openapi/document";
+import { REDOC_SCRIPT_PATH, REFERENCE_PAGE_CSP, REFERENCE_PAGE_PATH, redocStandaloneScript, referencePageHtml } from "../openapi/reference-page";
 
 export interface BuildInfo {
   imageTag: string;
@@ -12,9 +13,12 @@ export interface BuildInfo {
 /** Probes the gateway's own database only (never the datasets' datastore). Rejects when unhealthy. */
 export type DatabaseProbe = () => Promise<void>;
 
-/** Endpoints that need no key: liveness, readiness, build, OpenAPI description. */
+const OPENAPI_PATH = "/swagger/v1/swagger.json";
+
+/** Endpoints that need no key: liveness, readiness, build, OpenAPI description and its reference page. */
 export function openRoutes(deps: { build: BuildInfo; probeDatabase: DatabaseProbe; openApi: OpenApiDocument }): Router {
-  const router = new Router();
+  // Paths are matched exactly as written: /HEALTH is no endpoint (404 NOT_FOUND).
+  const router = new Router({ sensitive: true });
   const openApiJson = JSON.stringify(deps.openApi);
 
   router.get("/health", (ctx) => {
@@ -42,9 +46,24 @@ export function openRoutes(deps: { build: BuildInfo; probeDatabase: DatabaseProb
     };
   });
 
-  router.get("/swagger/v1/swagger.json", (ctx) => {
+  router.get(OPENAPI_PATH, (ctx) => {
     ctx.type = "application/json; charset=utf-8";
     ctx.body = openApiJson;
+  });
+
+  const title = String((deps.openApi.info as { title?: string } | undefined)?.title ?? "API reference");
+  const referencePage = referencePageHtml(OPENAPI_PATH, title);
+  router.get(REFERENCE_PAGE_PATH, (ctx) => {
+    ctx.type = "text/html; charset=utf-8";
+    ctx.set("Content-Security-Policy", REFERENCE_PAGE_CSP);
+    ctx.set("Cache-Control", "no-cache");
+    ctx.body = referencePage;
+  });
+
+  router.get(REDOC_SCRIPT_PATH, (ctx) => {
+    ctx.type = "application/javascript; charset=utf-8";
+    ctx.set("Cache-Control", "public, max-age=3600");
+    ctx.body = redocStandaloneScript();
   });
 
   return router;

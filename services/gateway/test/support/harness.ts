@@ -1,11 +1,13 @@
-import { createServer, type Server } from "node:http";
+import type { Server } from "node:http";
 import type { AddressInfo } from "node:net";
 import { Writable } from "node:stream";
 import pino from "pino";
-import { CatalogService, ExportService, type ExportCsvRequest, type ListDatasetsRequest } from "@exportsvc/proto";
-import { addService, createClient, grpc, listen, shutdown } from "@exportsvc/rpc";
+import { create, type MessageInitShape } from "@bufbuild/protobuf";
+import { CatalogService, ExportService, ListDatasetsResponseSchema, type ExportCsvRequest, type ListDatasetsRequest } from "@exportsvc/proto";
+import { addService, createClient, grpc, listen, shutdown, traceMetadata } from "@exportsvc/rpc";
 import { AppError } from "@exportsvc/common";
 import { createApp, type AppDependencies } from "../../src/app";
+import { createHttpServer, DEFAULT_HTTP_LIMITS, type HttpServerLimits } from "../../src/http/server";
 import type { Admission, Authenticator, Principal, RateLimiter } from "../../src/contracts";
 
 export const GOOD_KEY = "ak_goodgoodgoodgoodgoodgoodgoodgoodgoodgood";
@@ -56,17 +58,33 @@ export function csvBytes(size: number, line = "row,abcdefghijklmnopqrstuvwxyz012
   return Buffer.from(line.repeat(Math.ceil(size / line.length)).slice(0, size));
 }
 
+/**
+ * What the fake catalog streams: the head, then `datasets` (API-shaped entries, rendered with
+ * JSON.stringify as the catalog renders them) in pieces of `entriesPerPiece`; with `failAfterEntries`
+ * the call fails (with `failure`, default a 500) once that many entries were sent.
+ */
+export interface FakeListing {
+  datasets: unknown[];
+  etag: string;
+  notModified?: boolean;
+  entriesPerPiece?: number;
+  failAfterEntries?: number;
+  failure?: AppError;
+}
+
 export interface Harness {
   url: string;
   authenticator: FakeAuthenticator;
   rateLimiter: FakeRateLimiter;
   /** Requests the fake export service received. */
   exportRequests: ExportCsvRequest[];
+  /** The `traceparent` metadata of each export call. */
+  exportTraceparents: (string | undefined)[];
   listRequests: ListDatasetsRequest[];
   /** Export calls the client cancelled. */
   cancelledExports: number;
   exportBehaviours: Map<string, ExportBehaviour>;
-  catalogResponse: () => Promise<{ datasets: unknown[]; etag: string }>;
+  catalogResponse: () => Promise<FakeListing>;
   logs: string[];
   close(): Promise<void>;
 }
@@ -77,6 +95,10 @@ export interface HarnessOptions {
   exportAddress?: string;
   catalogAddress?: string;
   metrics?: AppDependencies["metrics"];
+  /** Connection cap and timeouts of the listener (default: the gateway's defaults). */
+  http?: Partial<HttpServerLimits>;
+  streamStallTimeoutMs?: number;
+  catalogDeadlineMs?: number;
 }
 
 /** The gateway app in process, with real grpc-js servers running fake catalog/export handlers. */
@@ -95,6 +117,7 @@ export async function startHarness(options: HarnessOptions = {}): Promise<Harnes
     authenticator: new FakeAuthenticator(),
     rateLimiter: new FakeRateLimiter(),
     exportRequests: [] as ExportCsvRequest[],
+    exportTraceparents: [] as (string | undefined)[],
     listRequests: [] as ListDatasetsRequest[],
     cancelledExports: 0,
     exportBehaviours: new Map<string, ExportBehaviour>(),
@@ -110,14 +133,19 @@ export async function startHarness(options: HarnessOptions = {}): Promise<Harnes
   const app = createApp({
     authenticator: harness.authenticator,
     rateLimiter: harness.rateLimiter,
-    catalog: { listDatasets: (request) => catalog.listDatasets(request, { deadlineMs: 5000 }) },
-    exporter: { exportCsv: (request) => exporter.exportCsv(request) },
+    catalog: { listDatasets: (request, traceId) => catalog.listDatasets(request, { metadata: traceMetadata(traceId) }) },
+    catalogDeadlineMs: options.catalogDeadlineMs ?? 5000,
+    exporter: {
+      exportCsv: (request, traceId) => exporter.exportCsv(request, { metadata: traceMetadata(traceId) }),
+      exportDeletions: (request, traceId) => exporter.exportDeletions(request, { metadata: traceMetadata(traceId) }),
+    },
     probeDatabase: options.probeDatabase ?? (async () => undefined),
     build: { imageTag: "1.2.3", commit: "abc123", buildDate: "2026-11-22T00:00:00Z", version: "0.1.0" },
     logger,
     metrics: options.metrics,
+    streamStallTimeoutMs: options.streamStallTimeoutMs,
   });
-  const server: Server = createServer(app.callback());
+  const server: Server = createHttpServer(app.callback(), { ...DEFAULT_HTTP_LIMITS, ...options.http, logger, metrics: options.metrics });
   await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
   harness.url = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
   harness.close = async () => {
@@ -130,24 +158,47 @@ export async function startHarness(options: HarnessOptions = {}): Promise<Harnes
   return harness;
 }
 
-export type FakeServiceState = Pick<Harness, "exportRequests" | "listRequests" | "cancelledExports" | "exportBehaviours" | "catalogResponse">;
+export type FakeServiceState = Pick<Harness, "exportRequests" | "listRequests" | "cancelledExports" | "exportBehaviours" | "catalogResponse"> &
+  Partial<Pick<Harness, "exportTraceparents">>;
 
 /** Real grpc-js servers (catalog and export on one port) whose handlers read and record `state`. */
 export async function startFakeServices(state: FakeServiceState): Promise<{ port: number; close(): Promise<void> }> {
   const grpcServer = new grpc.Server();
   addService(grpcServer, CatalogService, {
-    listDatasets: async (request: ListDatasetsRequest) => {
+    listDatasets: async (request, call) => {
       state.listRequests.push(request);
-      return state.catalogResponse();
+      const listing = await state.catalogResponse();
+      const send = async (message: MessageInitShape<typeof ListDatasetsResponseSchema>) => {
+        if (!call.write(create(ListDatasetsResponseSchema, message))) await new Promise<void>((resolve) => call.once("drain", resolve));
+      };
+      const fail = () => listing.failure ?? new AppError({ status: 500, errorCode: "INTERNAL_ERROR", title: "Internal Server Error" });
+      if (listing.failAfterEntries === 0) throw fail();
+      await send({ part: { case: "head", value: { etag: listing.etag, notModified: listing.notModified ?? false } } });
+      if (listing.notModified) return;
+      const per = listing.entriesPerPiece ?? 50;
+      for (let i = 0; i < listing.datasets.length; i += per) {
+        if (call.cancelled) return;
+        const text = listing.datasets.slice(i, i + per).map((d) => JSON.stringify(d)).join(",");
+        await send({ part: { case: "entries", value: Buffer.from(i > 0 ? `,${text}` : text) } });
+        if (listing.failAfterEntries !== undefined && i + per >= listing.failAfterEntries) throw fail();
+      }
     },
   });
   addService(grpcServer, ExportService, {
-    exportCsv: async (request: ExportCsvRequest, call: grpc.ServerWritableStream<ExportCsvRequest, unknown>) => {
+    exportCsv: async (request, call) => {
       state.exportRequests.push(request);
+      state.exportTraceparents?.push(call.metadata.get("traceparent")[0] as string | undefined);
       call.once("cancelled", () => state.cancelledExports++);
       const behaviour = state.exportBehaviours.get(request.datasetKey);
       if (!behaviour) throw new AppError({ status: 404, errorCode: "DATASET_NOT_FOUND", title: "Dataset not found", detail: `No dataset '${request.datasetKey}'.` });
       await behaviour(request, call);
+    },
+    // The deletion feed streams like the CSV page: a behaviour registered as `deletions:<key>` serves it.
+    exportDeletions: async (request, call) => {
+      state.exportRequests.push(request as unknown as ExportCsvRequest);
+      const behaviour = state.exportBehaviours.get(`deletions:${request.datasetKey}`);
+      if (!behaviour) throw new AppError({ status: 404, errorCode: "DATASET_NOT_FOUND", title: "Dataset not found", detail: `No dataset '${request.datasetKey}'.` });
+      await behaviour(request as unknown as ExportCsvRequest, call as unknown as grpc.ServerWritableStream<ExportCsvRequest, unknown>);
     },
   });
   const port = await listen(grpcServer, "127.0.0.1:0");

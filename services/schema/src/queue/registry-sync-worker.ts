@@ -1,7 +1,8 @@
 import { Client, type Pool } from "pg";
 import type { Logger } from "@exportsvc/common";
 import type { DatasetSyncer } from "../sync/syncer";
-import { inTransaction, runSyncers } from "../sync/organization-sync";
+import { inTransaction } from "@exportsvc/db";
+import { runSyncers } from "../sync/organization-sync";
 
 export const REGISTRY_SYNC_CHANNEL = "registry_sync";
 const MAX_RECONNECT_DELAY_MS = 30_000;
@@ -12,13 +13,17 @@ export interface RegistrySyncWorkerOptions {
   syncers: readonly DatasetSyncer[];
   pollMs: number;
   log: Logger;
+  /** Organizations synced at once, each in its own transaction on its own pool connection; default 1. */
+  concurrency?: number;
 }
 
 /**
  * Drains registry_sync_queue: woken by NOTIFY on a dedicated connection (re-established with backoff
  * when lost) and by a poll every pollMs as the fallback. Each queue row is claimed with
- * FOR UPDATE SKIP LOCKED, synced and deleted in one transaction, so several replicas share the work
- * and a crash leaves the row for the next attempt.
+ * FOR UPDATE SKIP LOCKED, synced and deleted in one transaction, so several replicas (and the
+ * `concurrency` workers of one replica) share the work and a crash leaves the row for the next
+ * attempt. The queue holds one row per organization and is taken oldest request first, so every
+ * organization waits at most one turn behind the others.
  */
 export class RegistrySyncWorker {
   private listener: Client | undefined;
@@ -68,15 +73,18 @@ export class RegistrySyncWorker {
   private async drain(): Promise<void> {
     // Organizations that failed in this drain are left for the next poll instead of spinning on them.
     const failed: string[] = [];
-    while (!this.stopped) {
-      try {
-        const claimed = await this.processOne(failed);
-        if (!claimed) return;
-      } catch (err) {
-        this.options.log.warn({ err }, "registry sync queue: claim failed");
-        return;
+    const work = async () => {
+      while (!this.stopped) {
+        try {
+          const claimed = await this.processOne(failed);
+          if (!claimed) return;
+        } catch (err) {
+          this.options.log.warn({ err }, "registry sync queue: claim failed");
+          return;
+        }
       }
-    }
+    };
+    await Promise.all(Array.from({ length: Math.max(1, this.options.concurrency ?? 1) }, work));
   }
 
   /** Claims and syncs one queued organization; false when nothing is claimable. */

@@ -1,7 +1,7 @@
 import { createHash } from "node:crypto";
 import type { Pool } from "pg";
 import { FIXED_DATASETS, RESERVED_RESOURCE_COLUMNS } from "@exportsvc/datasets";
-import { inTransaction } from "./organization-sync";
+import { inTransaction } from "@exportsvc/db";
 
 const DEFINITIONS_LOCK_NAMESPACE = 724_311_903;
 

@@ -3,13 +3,14 @@ import {
   FIXED_DATASETS,
   RESERVED_RESOURCE_COLUMNS,
   attributeDataType,
+  lockRegistryRowsByKey,
   type AttributeType,
   type ColumnSpec,
   type FixedDatasetDefinition,
 } from "@exportsvc/datasets";
 import { assignUniqueNames, composedName } from "@exportsvc/naming";
 import type { DatasetSyncer } from "./syncer";
-import { lockRegistryEntries, writeRegistryEntry, type DesiredRegistryEntry } from "./registry-store";
+import { writeRegistryEntry, type DesiredRegistryEntry } from "./registry-store";
 
 interface AttributeDefinition {
   id: string;
@@ -66,7 +67,7 @@ export const fixedDatasetsSyncer: DatasetSyncer = {
         WHERE organization_id = $1 ORDER BY resource_kind, position, created_at, id`,
       [organizationId],
     );
-    const stored = await lockRegistryEntries(
+    const stored = await lockRegistryRowsByKey(
       client,
       organizationId,
       FIXED_DATASETS.map((d) => d.key),

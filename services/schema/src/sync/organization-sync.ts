@@ -1,4 +1,5 @@
 import type { Pool, PoolClient } from "pg";
+import { inTransaction } from "@exportsvc/db";
 import type { DatasetSyncer } from "./syncer";
 
 // Namespace of the per-organization advisory lock (two-key form: namespace, hashtext(org id)).
@@ -10,22 +11,6 @@ export async function runSyncers(client: PoolClient, organizationId: string, syn
   let changed = 0;
   for (const syncer of syncers) changed += await syncer.sync(client, organizationId);
   return changed;
-}
-
-/** Runs `body` in a transaction on its own connection. */
-export async function inTransaction<T>(pool: Pool, body: (client: PoolClient) => Promise<T>): Promise<T> {
-  const client = await pool.connect();
-  try {
-    await client.query("BEGIN");
-    const result = await body(client);
-    await client.query("COMMIT");
-    return result;
-  } catch (err) {
-    await client.query("ROLLBACK").catch(() => undefined);
-    throw err;
-  } finally {
-    client.release();
-  }
 }
 
 /**

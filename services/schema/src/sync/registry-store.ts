@@ -1,33 +1,9 @@
 import type { PoolClient } from "pg";
-import type { ColumnSpec, DatasetKind } from "@exportsvc/datasets";
-import { shapeFingerprint } from "@exportsvc/datasets";
+import type { RegistryRowWrite, StoredRegistryRow } from "@exportsvc/datasets";
+import { shapeFingerprint, upsertRegistryRow } from "@exportsvc/datasets";
 
-/** What a syncer wants a registry row to hold. generation is derived; timestamps are the store's. */
-export interface DesiredRegistryEntry {
-  key: string;
-  kind: DatasetKind;
-  sourceRef: string;
-  displayName?: string;
-  parentKey?: string;
-  columns: ColumnSpec[];
-  nameAssignments: Record<string, string>;
-  tableName?: string;
-}
-
-export interface StoredRegistryEntry {
-  key: string;
-  kind: string;
-  source_ref: string;
-  display_name: string | null;
-  parent_key: string | null;
-  columns: unknown;
-  name_assignments: Record<string, string>;
-  shape_fingerprint: string;
-  generation: number;
-  state: string;
-  table_name: string | null;
-  error: string | null;
-}
+/** What a syncer wants a registry row to hold. generation and state are derived; timestamps are the store's. */
+export type DesiredRegistryEntry = Omit<RegistryRowWrite, "generation" | "state" | "error" | "tableName"> & { tableName?: string };
 
 /** JSON with object keys sorted: jsonb does not keep key order, so plain stringify cannot compare. */
 export function canonicalJson(value: unknown): string {
@@ -41,18 +17,7 @@ export function canonicalJson(value: unknown): string {
   return JSON.stringify(value);
 }
 
-/** Registry rows of the organization with the given keys, locked for the rest of the transaction. */
-export async function lockRegistryEntries(client: PoolClient, organizationId: string, keys: string[]): Promise<Map<string, StoredRegistryEntry>> {
-  const { rows } = await client.query<StoredRegistryEntry>(
-    `SELECT key, kind, source_ref, display_name, parent_key, columns, name_assignments, shape_fingerprint,
-            generation, state, table_name, error
-       FROM dataset_registry WHERE organization_id = $1 AND key = ANY($2::text[]) FOR UPDATE`,
-    [organizationId, keys],
-  );
-  return new Map(rows.map((r) => [r.key, r]));
-}
-
-function isUnchanged(stored: StoredRegistryEntry, desired: DesiredRegistryEntry, fingerprint: string): boolean {
+function isUnchanged(stored: StoredRegistryRow, desired: DesiredRegistryEntry, fingerprint: string): boolean {
   return (
     stored.state === "ready" &&
     stored.error === null &&
@@ -76,33 +41,11 @@ export async function writeRegistryEntry(
   client: PoolClient,
   organizationId: string,
   desired: DesiredRegistryEntry,
-  stored: StoredRegistryEntry | undefined,
+  stored: StoredRegistryRow | undefined,
 ): Promise<boolean> {
   const fingerprint = shapeFingerprint(desired.columns);
   if (stored && isUnchanged(stored, desired, fingerprint)) return false;
   const generation = !stored ? 1 : stored.shape_fingerprint === fingerprint ? stored.generation : stored.generation + 1;
-  await client.query(
-    `INSERT INTO dataset_registry (organization_id, key, kind, source_ref, display_name, parent_key, columns,
-                                   name_assignments, shape_fingerprint, generation, state, table_name, error)
-     VALUES ($1, $2, $3, $4, $5, $6, $7::jsonb, $8::jsonb, $9, $10, 'ready', $11, NULL)
-     ON CONFLICT (organization_id, key) DO UPDATE SET
-       kind = excluded.kind, source_ref = excluded.source_ref, display_name = excluded.display_name,
-       parent_key = excluded.parent_key, columns = excluded.columns, name_assignments = excluded.name_assignments,
-       shape_fingerprint = excluded.shape_fingerprint, generation = excluded.generation, state = 'ready',
-       table_name = excluded.table_name, error = NULL, updated_at = clock_timestamp()`,
-    [
-      organizationId,
-      desired.key,
-      desired.kind,
-      desired.sourceRef,
-      desired.displayName ?? null,
-      desired.parentKey ?? null,
-      JSON.stringify(desired.columns),
-      JSON.stringify(desired.nameAssignments),
-      fingerprint,
-      generation,
-      desired.tableName ?? null,
-    ],
-  );
+  await upsertRegistryRow(client, organizationId, { ...desired, generation, state: "ready", tableName: desired.tableName ?? null, error: null });
   return true;
 }

@@ -4,15 +4,13 @@
 
 import type { GenFile, GenMessage, GenService } from "@bufbuild/protobuf/codegenv2";
 import { fileDesc, messageDesc, serviceDesc } from "@bufbuild/protobuf/codegenv2";
-import type { Column } from "./common_pb";
-import { file_exportsvc_v1_common } from "./common_pb";
 import type { Message } from "@bufbuild/protobuf";
 
 /**
  * Describes the file exportsvc/v1/catalog.proto.
  */
 export const file_exportsvc_v1_catalog: GenFile = /*@__PURE__*/
-  fileDesc("ChpleHBvcnRzdmMvdjEvY2F0YWxvZy5wcm90bxIMZXhwb3J0c3ZjLnYxIi4KE0xpc3REYXRhc2V0c1JlcXVlc3QSFwoPb3JnYW5pemF0aW9uX2lkGAEgASgJIt4BCgxEYXRhc2V0RW50cnkSCwoDa2V5GAEgASgJEhkKDGRpc3BsYXlfbmFtZRgCIAEoCUgAiAEBEhsKDnBhcmVudF9kYXRhc2V0GAMgASgJSAGIAQESFgoOY2hpbGRfZGF0YXNldHMYBCADKAkSJQoHY29sdW1ucxgFIAMoCzIULmV4cG9ydHN2Yy52MS5Db2x1bW4SEAoIY3N2X3BhdGgYBiABKAkSFAoMY2hhbmdlX3Rva2VuGAcgASgJQg8KDV9kaXNwbGF5X25hbWVCEQoPX3BhcmVudF9kYXRhc2V0IlIKFExpc3REYXRhc2V0c1Jlc3BvbnNlEiwKCGRhdGFzZXRzGAEgAygLMhouZXhwb3J0c3ZjLnYxLkRhdGFzZXRFbnRyeRIMCgRldGFnGAIgASgJMmcKDkNhdGFsb2dTZXJ2aWNlElUKDExpc3REYXRhc2V0cxIhLmV4cG9ydHN2Yy52MS5MaXN0RGF0YXNldHNSZXF1ZXN0GiIuZXhwb3J0c3ZjLnYxLkxpc3REYXRhc2V0c1Jlc3BvbnNlYgZwcm90bzM", [file_exportsvc_v1_common]);
+  fileDesc("ChpleHBvcnRzdmMvdjEvY2F0YWxvZy5wcm90bxIMZXhwb3J0c3ZjLnYxIlwKE0xpc3REYXRhc2V0c1JlcXVlc3QSFwoPb3JnYW5pemF0aW9uX2lkGAEgASgJEhoKDWlmX25vbmVfbWF0Y2gYAiABKAlIAIgBAUIQCg5faWZfbm9uZV9tYXRjaCIxCgtMaXN0aW5nSGVhZBIMCgRldGFnGAEgASgJEhQKDG5vdF9tb2RpZmllZBgCIAEoCCJcChRMaXN0RGF0YXNldHNSZXNwb25zZRIpCgRoZWFkGAEgASgLMhkuZXhwb3J0c3ZjLnYxLkxpc3RpbmdIZWFkSAASEQoHZW50cmllcxgCIAEoDEgAQgYKBHBhcnQyaQoOQ2F0YWxvZ1NlcnZpY2USVwoMTGlzdERhdGFzZXRzEiEuZXhwb3J0c3ZjLnYxLkxpc3REYXRhc2V0c1JlcXVlc3QaIi5leHBvcnRzdmMudjEuTGlzdERhdGFzZXRzUmVzcG9uc2UwAWIGcHJvdG8z");
 
 /**
  * @generated from message exportsvc.v1.ListDatasetsRequest
@@ -24,6 +22,14 @@ export type ListDatasetsRequest = Message<"exportsvc.v1.ListDatasetsRequest"> & 
    * @generated from field: string organization_id = 1;
    */
   organizationId: string;
+
+  /**
+   * The request's If-None-Match header, if any: the catalog may then answer not_modified from the
+   * organization's stored listing version, without building the listing.
+   *
+   * @generated from field: optional string if_none_match = 2;
+   */
+  ifNoneMatch?: string;
 };
 
 /**
@@ -34,52 +40,31 @@ export const ListDatasetsRequestSchema: GenMessage<ListDatasetsRequest> = /*@__P
   messageDesc(file_exportsvc_v1_catalog, 0);
 
 /**
- * @generated from message exportsvc.v1.DatasetEntry
+ * Sent once, first.
+ *
+ * @generated from message exportsvc.v1.ListingHead
  */
-export type DatasetEntry = Message<"exportsvc.v1.DatasetEntry"> & {
+export type ListingHead = Message<"exportsvc.v1.ListingHead"> & {
   /**
-   * @generated from field: string key = 1;
-   */
-  key: string;
-
-  /**
-   * @generated from field: optional string display_name = 2;
-   */
-  displayName?: string;
-
-  /**
-   * @generated from field: optional string parent_dataset = 3;
-   */
-  parentDataset?: string;
-
-  /**
-   * @generated from field: repeated string child_datasets = 4;
-   */
-  childDatasets: string[];
-
-  /**
-   * @generated from field: repeated exportsvc.v1.Column columns = 5;
-   */
-  columns: Column[];
-
-  /**
-   * links.csv, rooted at the host, already containing /v1.
+   * Strong validator of the whole listing (quoted, as sent in the ETag header).
    *
-   * @generated from field: string csv_path = 6;
+   * @generated from field: string etag = 1;
    */
-  csvPath: string;
+  etag: string;
 
   /**
-   * @generated from field: string change_token = 7;
+   * The listing matched if_none_match: no entries follow, etag is the current ETag.
+   *
+   * @generated from field: bool not_modified = 2;
    */
-  changeToken: string;
+  notModified: boolean;
 };
 
 /**
- * Describes the message exportsvc.v1.DatasetEntry.
- * Use `create(DatasetEntrySchema)` to create a new message.
+ * Describes the message exportsvc.v1.ListingHead.
+ * Use `create(ListingHeadSchema)` to create a new message.
  */
-export const DatasetEntrySchema: GenMessage<DatasetEntry> = /*@__PURE__*/
+export const ListingHeadSchema: GenMessage<ListingHead> = /*@__PURE__*/
   messageDesc(file_exportsvc_v1_catalog, 1);
 
 /**
@@ -87,16 +72,25 @@ export const DatasetEntrySchema: GenMessage<DatasetEntry> = /*@__PURE__*/
  */
 export type ListDatasetsResponse = Message<"exportsvc.v1.ListDatasetsResponse"> & {
   /**
-   * @generated from field: repeated exportsvc.v1.DatasetEntry datasets = 1;
+   * @generated from oneof exportsvc.v1.ListDatasetsResponse.part
    */
-  datasets: DatasetEntry[];
-
-  /**
-   * Strong validator of the whole listing (quoted, as sent in the ETag header).
-   *
-   * @generated from field: string etag = 2;
-   */
-  etag: string;
+  part: {
+    /**
+     * @generated from field: exportsvc.v1.ListingHead head = 1;
+     */
+    value: ListingHead;
+    case: "head";
+  } | {
+    /**
+     * UTF-8 JSON: listing entries exactly as the API shows them, separated by commas, without the
+     * enclosing brackets (the gateway writes those, the closing one only after the stream ended
+     * OK, so a failed stream never leaves a body that parses). Pieces end between entries.
+     *
+     * @generated from field: bytes entries = 2;
+     */
+    value: Uint8Array;
+    case: "entries";
+  } | { case: undefined; value?: undefined };
 };
 
 /**
@@ -113,10 +107,14 @@ export const ListDatasetsResponseSchema: GenMessage<ListDatasetsResponse> = /*@_
  */
 export const CatalogService: GenService<{
   /**
+   * Streamed (docs/catalog.md, "Streaming the listing"): first one message with the head (the
+   * ETag, or not_modified), then the listing's entries as rendered JSON text in chunks of tens of
+   * KiB. However many datasets, no message nears a size limit and the gateway pipes the bytes.
+   *
    * @generated from rpc exportsvc.v1.CatalogService.ListDatasets
    */
   listDatasets: {
-    methodKind: "unary";
+    methodKind: "server_streaming";
     input: typeof ListDatasetsRequestSchema;
     output: typeof ListDatasetsResponseSchema;
   },

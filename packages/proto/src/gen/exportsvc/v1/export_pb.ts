@@ -10,7 +10,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file exportsvc/v1/export.proto.
  */
 export const file_exportsvc_v1_export: GenFile = /*@__PURE__*/
-  fileDesc("ChlleHBvcnRzdmMvdjEvZXhwb3J0LnByb3RvEgxleHBvcnRzdmMudjEi3AIKEEV4cG9ydENzdlJlcXVlc3QSFwoPb3JnYW5pemF0aW9uX2lkGAEgASgJEhMKC2RhdGFzZXRfa2V5GAIgASgJEhMKBmN1cnNvchgDIAEoCUgAiAEBEiIKFW1vZGlmaWVkX3NpbmNlX21pY3JvcxgEIAEoA0gBiAEBEhIKBWFmdGVyGAUgASgJSAKIAQESHAoPYWZ0ZXJfcm93X2luZGV4GAYgASgDSAOIAQESEgoFbGltaXQYByABKAVIBIgBARIYCgtmcm9tX21pY3JvcxgIIAEoA0gFiAEBEhYKCXRvX21pY3JvcxgJIAEoA0gGiAEBQgkKB19jdXJzb3JCGAoWX21vZGlmaWVkX3NpbmNlX21pY3Jvc0IICgZfYWZ0ZXJCEgoQX2FmdGVyX3Jvd19pbmRleEIICgZfbGltaXRCDgoMX2Zyb21fbWljcm9zQgwKCl90b19taWNyb3MiIQoRRXhwb3J0Q3N2UmVzcG9uc2USDAoEZGF0YRgBIAEoDDJfCg1FeHBvcnRTZXJ2aWNlEk4KCUV4cG9ydENzdhIeLmV4cG9ydHN2Yy52MS5FeHBvcnRDc3ZSZXF1ZXN0Gh8uZXhwb3J0c3ZjLnYxLkV4cG9ydENzdlJlc3BvbnNlMAFiBnByb3RvMw");
+  fileDesc("ChlleHBvcnRzdmMvdjEvZXhwb3J0LnByb3RvEgxleHBvcnRzdmMudjEi3AIKEEV4cG9ydENzdlJlcXVlc3QSFwoPb3JnYW5pemF0aW9uX2lkGAEgASgJEhMKC2RhdGFzZXRfa2V5GAIgASgJEhMKBmN1cnNvchgDIAEoCUgAiAEBEiIKFW1vZGlmaWVkX3NpbmNlX21pY3JvcxgEIAEoA0gBiAEBEhIKBWFmdGVyGAUgASgJSAKIAQESHAoPYWZ0ZXJfcm93X2luZGV4GAYgASgDSAOIAQESEgoFbGltaXQYByABKAVIBIgBARIYCgtmcm9tX21pY3JvcxgIIAEoA0gFiAEBEhYKCXRvX21pY3JvcxgJIAEoA0gGiAEBQgkKB19jdXJzb3JCGAoWX21vZGlmaWVkX3NpbmNlX21pY3Jvc0IICgZfYWZ0ZXJCEgoQX2FmdGVyX3Jvd19pbmRleEIICgZfbGltaXRCDgoMX2Zyb21fbWljcm9zQgwKCl90b19taWNyb3MiIQoRRXhwb3J0Q3N2UmVzcG9uc2USDAoEZGF0YRgBIAEoDCKEAQoWRXhwb3J0RGVsZXRpb25zUmVxdWVzdBIXCg9vcmdhbml6YXRpb25faWQYASABKAkSEwoLZGF0YXNldF9rZXkYAiABKAkSEwoGY3Vyc29yGAMgASgJSACIAQESEgoFbGltaXQYBCABKAVIAYgBAUIJCgdfY3Vyc29yQggKBl9saW1pdCInChdFeHBvcnREZWxldGlvbnNSZXNwb25zZRIMCgRkYXRhGAEgASgMMsEBCg1FeHBvcnRTZXJ2aWNlEk4KCUV4cG9ydENzdhIeLmV4cG9ydHN2Yy52MS5FeHBvcnRDc3ZSZXF1ZXN0Gh8uZXhwb3J0c3ZjLnYxLkV4cG9ydENzdlJlc3BvbnNlMAESYAoPRXhwb3J0RGVsZXRpb25zEiQuZXhwb3J0c3ZjLnYxLkV4cG9ydERlbGV0aW9uc1JlcXVlc3QaJS5leHBvcnRzdmMudjEuRXhwb3J0RGVsZXRpb25zUmVzcG9uc2UwAWIGcHJvdG8z");
 
 /**
  * Parameters arrive already parsed by the gateway (unparsable values never get here).
@@ -95,6 +95,61 @@ export const ExportCsvResponseSchema: GenMessage<ExportCsvResponse> = /*@__PURE_
   messageDesc(file_exportsvc_v1_export, 1);
 
 /**
+ * A page of a dataset's deletion feed: the CSV endpoint's cursor and limit rules, nothing else.
+ *
+ * @generated from message exportsvc.v1.ExportDeletionsRequest
+ */
+export type ExportDeletionsRequest = Message<"exportsvc.v1.ExportDeletionsRequest"> & {
+  /**
+   * @generated from field: string organization_id = 1;
+   */
+  organizationId: string;
+
+  /**
+   * @generated from field: string dataset_key = 2;
+   */
+  datasetKey: string;
+
+  /**
+   * @generated from field: optional string cursor = 3;
+   */
+  cursor?: string;
+
+  /**
+   * Absent: the default (5000). Range checks happen in the export service, after the dataset lookup.
+   *
+   * @generated from field: optional int32 limit = 4;
+   */
+  limit?: number;
+};
+
+/**
+ * Describes the message exportsvc.v1.ExportDeletionsRequest.
+ * Use `create(ExportDeletionsRequestSchema)` to create a new message.
+ */
+export const ExportDeletionsRequestSchema: GenMessage<ExportDeletionsRequest> = /*@__PURE__*/
+  messageDesc(file_exportsvc_v1_export, 2);
+
+/**
+ * A chunk of the deletion feed's CSV body (no byte-order mark; the gateway adds it).
+ *
+ * @generated from message exportsvc.v1.ExportDeletionsResponse
+ */
+export type ExportDeletionsResponse = Message<"exportsvc.v1.ExportDeletionsResponse"> & {
+  /**
+   * @generated from field: bytes data = 1;
+   */
+  data: Uint8Array;
+};
+
+/**
+ * Describes the message exportsvc.v1.ExportDeletionsResponse.
+ * Use `create(ExportDeletionsResponseSchema)` to create a new message.
+ */
+export const ExportDeletionsResponseSchema: GenMessage<ExportDeletionsResponse> = /*@__PURE__*/
+  messageDesc(file_exportsvc_v1_export, 3);
+
+/**
  * Streams one dataset page as CSV bytes.
  *
  * @generated from service exportsvc.v1.ExportService
@@ -107,6 +162,16 @@ export const ExportService: GenService<{
     methodKind: "server_streaming";
     input: typeof ExportCsvRequestSchema;
     output: typeof ExportCsvResponseSchema;
+  },
+  /**
+   * Streams one page of the dataset's deletion feed as CSV bytes (id, deleted_at, _cursor).
+   *
+   * @generated from rpc exportsvc.v1.ExportService.ExportDeletions
+   */
+  exportDeletions: {
+    methodKind: "server_streaming";
+    input: typeof ExportDeletionsRequestSchema;
+    output: typeof ExportDeletionsResponseSchema;
   },
 }> = /*@__PURE__*/
   serviceDesc(file_exportsvc_v1_export, 0);

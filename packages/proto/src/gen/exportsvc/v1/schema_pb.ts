@@ -10,117 +10,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file exportsvc/v1/schema.proto.
  */
 export const file_exportsvc_v1_schema: GenFile = /*@__PURE__*/
-  fileDesc("ChlleHBvcnRzdmMvdjEvc2NoZW1hLnByb3RvEgxleHBvcnRzdmMudjEicQoNTmFtZUNhbmRpZGF0ZRIRCglzb3VyY2VfaWQYASABKAkSDQoFcGFydHMYAiADKAkSEwoGc3VmZml4GAMgASgJSACIAQESEwoGcHJlZml4GAQgASgJSAGIAQFCCQoHX3N1ZmZpeEIJCgdfcHJlZml4IjEKDk5hbWVBc3NpZ25tZW50EhEKCXNvdXJjZV9pZBgBIAEoCRIMCgRuYW1lGAIgASgJIocBChJBc3NpZ25OYW1lc1JlcXVlc3QSLwoKY2FuZGlkYXRlcxgBIAMoCzIbLmV4cG9ydHN2Yy52MS5OYW1lQ2FuZGlkYXRlEhAKCHJlc2VydmVkGAIgAygJEi4KCHByZXZpb3VzGAMgAygLMhwuZXhwb3J0c3ZjLnYxLk5hbWVBc3NpZ25tZW50IkgKE0Fzc2lnbk5hbWVzUmVzcG9uc2USMQoLYXNzaWdubWVudHMYASADKAsyHC5leHBvcnRzdmMudjEuTmFtZUFzc2lnbm1lbnQiLgoTU3luY0RhdGFzZXRzUmVxdWVzdBIXCg9vcmdhbml6YXRpb25faWQYASABKAkiJwoUU3luY0RhdGFzZXRzUmVzcG9uc2USDwoHY2hhbmdlZBgBIAEoBTK6AQoNU2NoZW1hU2VydmljZRJSCgtBc3NpZ25OYW1lcxIgLmV4cG9ydHN2Yy52MS5Bc3NpZ25OYW1lc1JlcXVlc3QaIS5leHBvcnRzdmMudjEuQXNzaWduTmFtZXNSZXNwb25zZRJVCgxTeW5jRGF0YXNldHMSIS5leHBvcnRzdmMudjEuU3luY0RhdGFzZXRzUmVxdWVzdBoiLmV4cG9ydHN2Yy52MS5TeW5jRGF0YXNldHNSZXNwb25zZWIGcHJvdG8z");
-
-/**
- * @generated from message exportsvc.v1.NameCandidate
- */
-export type NameCandidate = Message<"exportsvc.v1.NameCandidate"> & {
-  /**
-   * Stable identity of what is being named (field id, attribute id, ...).
-   *
-   * @generated from field: string source_id = 1;
-   */
-  sourceId: string;
-
-  /**
-   * The raw name parts; one part is a direct name, several are joined with "__" (composed).
-   *
-   * @generated from field: repeated string parts = 2;
-   */
-  parts: string[];
-
-  /**
-   * Raw suffix appended with "_" (e.g. "id", "name"), making the name composed.
-   *
-   * @generated from field: optional string suffix = 3;
-   */
-  suffix?: string;
-
-  /**
-   * Raw prefix prepended with "_" (e.g. "verification"), making the name composed.
-   *
-   * @generated from field: optional string prefix = 4;
-   */
-  prefix?: string;
-};
-
-/**
- * Describes the message exportsvc.v1.NameCandidate.
- * Use `create(NameCandidateSchema)` to create a new message.
- */
-export const NameCandidateSchema: GenMessage<NameCandidate> = /*@__PURE__*/
-  messageDesc(file_exportsvc_v1_schema, 0);
-
-/**
- * @generated from message exportsvc.v1.NameAssignment
- */
-export type NameAssignment = Message<"exportsvc.v1.NameAssignment"> & {
-  /**
-   * @generated from field: string source_id = 1;
-   */
-  sourceId: string;
-
-  /**
-   * @generated from field: string name = 2;
-   */
-  name: string;
-};
-
-/**
- * Describes the message exportsvc.v1.NameAssignment.
- * Use `create(NameAssignmentSchema)` to create a new message.
- */
-export const NameAssignmentSchema: GenMessage<NameAssignment> = /*@__PURE__*/
-  messageDesc(file_exportsvc_v1_schema, 1);
-
-/**
- * @generated from message exportsvc.v1.AssignNamesRequest
- */
-export type AssignNamesRequest = Message<"exportsvc.v1.AssignNamesRequest"> & {
-  /**
-   * @generated from field: repeated exportsvc.v1.NameCandidate candidates = 1;
-   */
-  candidates: NameCandidate[];
-
-  /**
-   * Names that cannot be taken (core columns, reserved words).
-   *
-   * @generated from field: repeated string reserved = 2;
-   */
-  reserved: string[];
-
-  /**
-   * Earlier assignments, kept as they are (stability across rebuilds).
-   *
-   * @generated from field: repeated exportsvc.v1.NameAssignment previous = 3;
-   */
-  previous: NameAssignment[];
-};
-
-/**
- * Describes the message exportsvc.v1.AssignNamesRequest.
- * Use `create(AssignNamesRequestSchema)` to create a new message.
- */
-export const AssignNamesRequestSchema: GenMessage<AssignNamesRequest> = /*@__PURE__*/
-  messageDesc(file_exportsvc_v1_schema, 2);
-
-/**
- * @generated from message exportsvc.v1.AssignNamesResponse
- */
-export type AssignNamesResponse = Message<"exportsvc.v1.AssignNamesResponse"> & {
-  /**
-   * @generated from field: repeated exportsvc.v1.NameAssignment assignments = 1;
-   */
-  assignments: NameAssignment[];
-};
-
-/**
- * Describes the message exportsvc.v1.AssignNamesResponse.
- * Use `create(AssignNamesResponseSchema)` to create a new message.
- */
-export const AssignNamesResponseSchema: GenMessage<AssignNamesResponse> = /*@__PURE__*/
-  messageDesc(file_exportsvc_v1_schema, 3);
+  fileDesc("ChlleHBvcnRzdmMvdjEvc2NoZW1hLnByb3RvEgxleHBvcnRzdmMudjEiLgoTU3luY0RhdGFzZXRzUmVxdWVzdBIXCg9vcmdhbml6YXRpb25faWQYASABKAkiJwoUU3luY0RhdGFzZXRzUmVzcG9uc2USDwoHY2hhbmdlZBgBIAEoBTJmCg1TY2hlbWFTZXJ2aWNlElUKDFN5bmNEYXRhc2V0cxIhLmV4cG9ydHN2Yy52MS5TeW5jRGF0YXNldHNSZXF1ZXN0GiIuZXhwb3J0c3ZjLnYxLlN5bmNEYXRhc2V0c1Jlc3BvbnNlYgZwcm90bzM");
 
 /**
  * @generated from message exportsvc.v1.SyncDatasetsRequest
@@ -137,7 +27,7 @@ export type SyncDatasetsRequest = Message<"exportsvc.v1.SyncDatasetsRequest"> & 
  * Use `create(SyncDatasetsRequestSchema)` to create a new message.
  */
 export const SyncDatasetsRequestSchema: GenMessage<SyncDatasetsRequest> = /*@__PURE__*/
-  messageDesc(file_exportsvc_v1_schema, 4);
+  messageDesc(file_exportsvc_v1_schema, 0);
 
 /**
  * @generated from message exportsvc.v1.SyncDatasetsResponse
@@ -154,24 +44,15 @@ export type SyncDatasetsResponse = Message<"exportsvc.v1.SyncDatasetsResponse"> 
  * Use `create(SyncDatasetsResponseSchema)` to create a new message.
  */
 export const SyncDatasetsResponseSchema: GenMessage<SyncDatasetsResponse> = /*@__PURE__*/
-  messageDesc(file_exportsvc_v1_schema, 5);
+  messageDesc(file_exportsvc_v1_schema, 1);
 
 /**
- * Dataset and column naming, and keeping the dataset registry current.
+ * Keeping the dataset registry current (dataset and column naming happens inside, through
+ * @exportsvc/naming).
  *
  * @generated from service exportsvc.v1.SchemaService
  */
 export const SchemaService: GenService<{
-  /**
-   * Assigns identifiers (63-character cap, hash suffixes, clash suffixes) to a set of candidates.
-   *
-   * @generated from rpc exportsvc.v1.SchemaService.AssignNames
-   */
-  assignNames: {
-    methodKind: "unary";
-    input: typeof AssignNamesRequestSchema;
-    output: typeof AssignNamesResponseSchema;
-  },
   /**
    * Brings the organization's dataset registry up to date (resource custom attribute columns, forms).
    *

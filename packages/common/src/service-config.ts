@@ -1,0 +1,31 @@
+import { z } from "zod";
+import { env } from "./config";
+
+/**
+ * What every gRPC service (catalog, export, schema) reads, with the same names and rules in each:
+ * its database and pool, where its server listens, how long a stop lets calls drain, /metrics and
+ * the log level. A service extends it with its own variables (`.extend({...})`); only the defaults
+ * that differ between services are parameters. Config keys are the variables' names, in every service.
+ */
+export interface GrpcServiceDefaults {
+  GRPC_PORT: number;
+  DATABASE_POOL_MAX: number;
+  /** Largest DATABASE_POOL_MAX accepted (default 100). */
+  DATABASE_POOL_MAX_LIMIT?: number;
+}
+
+export function grpcServiceConfigSchema(defaults: GrpcServiceDefaults) {
+  return z.object({
+    DATABASE_URL: env.url(),
+    DATABASE_POOL_MAX: env.int(defaults.DATABASE_POOL_MAX, 1, defaults.DATABASE_POOL_MAX_LIMIT ?? 100),
+    GRPC_HOST: z.string().min(1).default("0.0.0.0"),
+    GRPC_PORT: env.port(defaults.GRPC_PORT),
+    /** How long calls in flight may run on after a stop starts before they are cut. */
+    SHUTDOWN_GRACE_MS: env.int(10_000, 0),
+    /** Port of the Prometheus /metrics endpoint; unset = no metrics server. */
+    METRICS_PORT: env.optionalPort(),
+    LOG_LEVEL: env.logLevel(),
+  });
+}
+
+export type GrpcServiceConfig = z.infer<ReturnType<typeof grpcServiceConfigSchema>>;

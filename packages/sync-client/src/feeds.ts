@@ -1,0 +1,123 @@
+/**
+ * The built-in sync extensions (src/hooks.ts): the deletion feed and the rewrite signal.
+ *
+ * Deletion feed: after a dataset's incremental pages, its `links.deletions` is paged from the
+ * stored deletions cursor to a short page; each page's tombstones delete the stored rows with that
+ * id (grid datasets: every row) whose `last_modified` is older than `deleted_at`, in one
+ * transaction with the new deletions cursor. A deleted-then-recreated row has a newer
+ * `last_modified` than its tombstone and is kept, whichever order the two are read in. A copy
+ * without a deletions cursor (a first sync, an expired cursor) reads the feed from its beginning
+ * after its full read: every tombstone still retained, so also one written while the full read ran,
+ * is seen, and the older ones do nothing under the rule. 410 DELETIONS_CURSOR_EXPIRED asks the
+ * engine for a full re-read (whose sweep removes what the pruned tombstones would have) and restarts
+ * the feed without a cursor.
+ *
+ * Rewrite signal: the listing's `rewriteToken` at the start of a full read is recorded when that
+ * full read ends; a listed token different from the recorded one asks for a full re-read.
+ */
+import { sleep } from "./api/client";
+import { StreamAbortedError, isApiError } from "./api/errors";
+import { backoffDelay } from "./api/retry";
+import type { ListingEntry } from "./api/types";
+import { readCsvPage } from "./csv";
+import type { AfterPagesResult, DatasetContext, SyncExtension } from "./hooks";
+import type { DatasetState } from "./state";
+
+export const DELETIONS = "deletions";
+export const REWRITES = "rewrites";
+
+export interface DeletionsState {
+  /** `_cursor` of the last tombstone applied; null: the feed is read from its beginning. */
+  cursor: string | null;
+  /** When the last 410 DELETIONS_CURSOR_EXPIRED was answered. */
+  expiredAt?: string | null;
+  tombstonesRead?: number;
+}
+
+export interface RewritesState {
+  /** rewriteToken of the listing when the last completed full read started. */
+  token: string | null;
+  /** rewriteToken when the full read in progress started. */
+  pendingToken: string | null;
+}
+
+export const deletionsState = (state: DatasetState): DeletionsState =>
+  (state.extensions[DELETIONS] as DeletionsState | undefined) ?? { cursor: null };
+
+export function deletionFeed(): SyncExtension {
+  return {
+    name: DELETIONS,
+    async afterPages(ctx: DatasetContext): Promise<AfterPagesResult | void> {
+      if (typeof ctx.entry.links.deletions !== "string") return; // a server without the feed: --full-every alone
+      let deleted = 0;
+      for (;;) {
+        if (ctx.signal?.aborted) return { deleted };
+        const feed = deletionsState(ctx.state);
+        let page: Array<{ id: string; deletedAt: string; cursor: string }>;
+        try {
+          page = await readTombstones(ctx, feed.cursor);
+        } catch (err) {
+          if (!isApiError(err, 410, "DELETIONS_CURSOR_EXPIRED") || feed.cursor === null) throw err;
+          ctx.state.extensions[DELETIONS] = { ...feed, cursor: null, expiredAt: new Date().toISOString() } satisfies DeletionsState;
+          // Tombstones were pruned before this copy read them: only a full read (and its sweep) can tell
+          // which rows left. A full read that just ended already did that: restart the feed at once.
+          if (ctx.state.phase === "full") continue;
+          return { fullRead: "deletions cursor expired (410 DELETIONS_CURSOR_EXPIRED)", deleted };
+        }
+        const last = page.length ? page[page.length - 1].cursor : feed.cursor;
+        const next: DeletionsState = { ...feed, cursor: last, tombstonesRead: (feed.tombstonesRead ?? 0) + page.length };
+        const state: DatasetState = { ...ctx.state, extensions: { ...ctx.state.extensions, [DELETIONS]: next } };
+        if (page.length) deleted += await ctx.target.applyTombstones({ plan: ctx.plan, tombstones: page, state });
+        ctx.state.extensions[DELETIONS] = next;
+        ctx.state.rowsDeleted = state.rowsDeleted;
+        if (page.length < ctx.limit) return { deleted };
+      }
+    },
+  };
+}
+
+/** One page of the deletion feed, read whole (retried from the same cursor when the stream is cut). */
+async function readTombstones(ctx: DatasetContext, cursor: string | null) {
+  const attempts = ctx.client.retry.pageAttempts;
+  for (let attempt = 1; ; attempt++) {
+    try {
+      const res = await ctx.client.openDeletions(ctx.entry, { cursor, limit: ctx.limit });
+      const reader = await readCsvPage(res.body, res.request);
+      const [id, deletedAt, cur] = ["id", "deleted_at", "_cursor"].map((k) => reader.header.indexOf(k));
+      if (id < 0 || deletedAt < 0 || cur < 0) {
+        res.body.destroy();
+        throw new StreamAbortedError(res.request, reader.bytes(), new Error("the deletion feed's header lacks id, deleted_at or _cursor"));
+      }
+      const rows: Array<{ id: string; deletedAt: string; cursor: string }> = [];
+      for await (const row of reader.rows) rows.push({ id: row[id]!, deletedAt: row[deletedAt]!, cursor: row[cur]! });
+      return rows;
+    } catch (err) {
+      if (!(err instanceof StreamAbortedError) || attempt >= attempts || ctx.signal?.aborted) throw err;
+      await sleep(backoffDelay(ctx.client.retry, attempt), ctx.signal).catch(() => undefined);
+    }
+  }
+}
+
+export function rewriteSignal(): SyncExtension {
+  const get = (state: DatasetState) => (state.extensions[REWRITES] as RewritesState | undefined) ?? { token: null, pendingToken: null };
+  return {
+    name: REWRITES,
+    fullReadReason(entry: ListingEntry, state: DatasetState) {
+      if (entry.rewriteToken === undefined || !state.lastFullReadAt) return undefined;
+      const { token } = get(state);
+      if (token === null) return "rewriteToken not recorded yet";
+      return token === entry.rewriteToken ? undefined : "rewriteToken moved";
+    },
+    onFullReadStart(entry, state) {
+      state.extensions[REWRITES] = { ...get(state), pendingToken: entry.rewriteToken ?? null } satisfies RewritesState;
+    },
+    beforeFinish(_entry, state, wasFull) {
+      if (!wasFull) return;
+      const current = get(state);
+      state.extensions[REWRITES] = { token: current.pendingToken, pendingToken: null } satisfies RewritesState;
+    },
+  };
+}
+
+/** The extensions every engine runs (before any given in SyncOptions.extensions). */
+export const builtinExtensions = (): SyncExtension[] => [rewriteSignal(), deletionFeed()];

@@ -1,0 +1,11 @@
+export { ExportApiClient, type ClientOptions, type ListingResult, type RetryEvent } from "./api/client";
+export { ApiError, RetriesExhaustedError, StreamAbortedError, isApiError } from "./api/errors";
+export { DEFAULT_RETRY, decideRetry, parseRetryAfter, backoffDelay, type RetryOptions, type RetryDecision } from "./api/retry";
+export { normalizeEntry, isGridDataset, type ListingEntry, type Column } from "./api/types";
+export { readCsvPage, type Cell, type CsvPageReader } from "./csv";
+export { SyncEngine, planTable, type SyncOptions, type SyncEvent, type RunSummary } from "./engine";
+export type { SyncExtension, DatasetContext } from "./hooks";
+export type { DatasetState, SyncState } from "./state";
+export { openTarget, PostgresTarget, redactUrl, type SqliteTarget, type Target, type TablePlan } from "./targets";
+export { verify, exportChecksum, type VerifyResult } from "./verify";
+export { status, type DatasetStatus } from "./status";

@@ -1,0 +1,331 @@
+/**
+ * PostgreSQL target. A page is one transaction: its rows are streamed with COPY into a temporary
+ * staging table (dropped at commit), upserted into the dataset's table with typed casts, the grid
+ * ids it touched are recorded, and the state row is written, then COMMIT. The state lives in the
+ * schema `dataset_sync`; copies live in the URL's schema (search_path, `public` by default).
+ */
+import { Readable } from "node:stream";
+import { pipeline } from "node:stream/promises";
+import { Pool, type PoolClient } from "pg";
+import { from as copyFrom } from "pg-copy-streams";
+import { POSTGRES_CHECKSUM_SQL } from "../checksum";
+import type { Cell } from "../csv";
+import { reviveDatasetState, type DatasetState, type SyncState } from "../state";
+import { quoteIdent as q } from "./sql";
+import { GENERATION_COLUMN, type FinishDataset, type FinishResult, type PageWrite, type RawPageWrite, type TablePlan, type Target, type TombstoneWrite } from "./target";
+
+const TYPES: Record<string, string> = {
+  text: "text",
+  number: "numeric",
+  boolean: "boolean",
+  dateTime: "timestamptz",
+  localDateTime: "timestamp",
+  date: "date",
+  uuid: "uuid",
+};
+export const postgresType = (dataType: string) => TYPES[dataType] ?? "text";
+
+const STATE = "dataset_sync";
+const WRITER_LOCK = "hashtext('dataset_sync writer')";
+
+export class PostgresTarget implements Target {
+  readonly kind = "postgres" as const;
+  readonly maxConcurrency = 5;
+  private readonly pool: Pool;
+  private lockClient: PoolClient | null = null;
+
+  constructor(url: string, poolSize = 6) {
+    // Value text forms equal the export's own (PostgreSQL's forms under TimeZone=UTC).
+    this.pool = new Pool({ connectionString: url, max: poolSize, application_name: "dataset-sync", options: "-c TimeZone=UTC -c DateStyle=ISO,YMD" });
+    this.pool.on("error", () => {
+      // An idle client lost its connection: the pool replaces it; the next query reports any outage.
+    });
+  }
+
+  async open({ writer }: { writer: boolean }): Promise<void> {
+    if (writer) {
+      this.lockClient = await this.pool.connect();
+      // The lock lives as long as this connection; losing it must not crash a watch (the next round reconnects).
+      this.lockClient.on("error", () => undefined);
+      const { rows } = await this.lockClient.query(`SELECT pg_try_advisory_lock(${WRITER_LOCK}) AS locked`);
+      if (!rows[0].locked) {
+        this.lockClient.release();
+        this.lockClient = null;
+        throw new Error("another dataset-sync is writing to this target (PostgreSQL advisory lock held)");
+      }
+      await this.lockClient.query(`CREATE SCHEMA IF NOT EXISTS ${STATE}`);
+      await this.lockClient.query(`
+        CREATE TABLE IF NOT EXISTS ${STATE}.meta (key text PRIMARY KEY, value text);
+        CREATE TABLE IF NOT EXISTS ${STATE}.datasets (dataset_key text PRIMARY KEY, table_name text NOT NULL, state jsonb NOT NULL, updated_at timestamptz NOT NULL DEFAULT now());
+        CREATE TABLE IF NOT EXISTS ${STATE}.touched (dataset_key text NOT NULL, id uuid NOT NULL, last_modified timestamptz NOT NULL, max_row_index numeric NOT NULL, PRIMARY KEY (dataset_key, id));`);
+    }
+  }
+
+  async loadState(): Promise<SyncState> {
+    const exists = await this.pool.query(`SELECT to_regclass('${STATE}.datasets') IS NOT NULL AS ok`);
+    const datasets = new Map<string, DatasetState>();
+    if (!exists.rows[0].ok) return { listingEtag: null, datasets };
+    for (const row of (await this.pool.query(`SELECT state FROM ${STATE}.datasets ORDER BY dataset_key`)).rows) {
+      const state = reviveDatasetState(row.state);
+      datasets.set(state.key, state);
+    }
+    const meta = await this.pool.query(`SELECT value FROM ${STATE}.meta WHERE key = 'listing_etag'`);
+    return { listingEtag: meta.rows[0]?.value ?? null, datasets };
+  }
+
+  async ensureTable(plan: TablePlan, applied: Record<string, string>): Promise<Record<string, string>> {
+    return this.transaction(async (client) => {
+      const cols = Object.entries(plan.columns).map(([key, type]) => `${q(key)} ${postgresType(type)}`);
+      await client.query(
+        `CREATE TABLE IF NOT EXISTS ${q(plan.table)} (${cols.join(", ")}, ${q(GENERATION_COLUMN)} bigint NOT NULL DEFAULT 0, PRIMARY KEY (${plan.keyColumns.map(q).join(", ")}))`,
+      );
+      const existing = new Map<string, string>(
+        (
+          await client.query(
+            "SELECT column_name, udt_name FROM information_schema.columns WHERE table_schema = current_schema() AND table_name = $1",
+            [plan.table],
+          )
+        ).rows.map((r) => [r.column_name, r.udt_name]),
+      );
+      const next = { ...applied };
+      for (const [key, type] of Object.entries(plan.columns)) {
+        if (!existing.has(key)) {
+          await client.query(`ALTER TABLE ${q(plan.table)} ADD COLUMN IF NOT EXISTS ${q(key)} ${postgresType(type)}`);
+          next[key] = type;
+        } else if (next[key] === undefined) {
+          next[key] = type;
+        } else if (postgresType(next[key]) !== postgresType(type) && !plan.keyColumns.includes(key)) {
+          // A retyped field: widen to text, which holds every value; never drop.
+          if (postgresType(next[key]) !== "text") {
+            await client.query(`ALTER TABLE ${q(plan.table)} ALTER COLUMN ${q(key)} TYPE text USING ${q(key)}::text`);
+          }
+          next[key] = "text";
+        }
+      }
+      return next;
+    });
+  }
+
+  async writePage(write: PageWrite): Promise<{ rows: number }> {
+    let rows = 0;
+    await this.transaction(async (client) => {
+      await createStage(client, write.header.length);
+      const copy = client.query(copyFrom(`COPY ${q(STAGE)} (${write.header.map((_, i) => `c${i}`).join(", ")}) FROM STDIN`));
+      async function* lines(): AsyncGenerator<string> {
+        let batch = "";
+        for await (const row of write.rows) {
+          rows++;
+          batch += copyLine(row);
+          if (batch.length > 65_536) {
+            yield batch;
+            batch = "";
+          }
+        }
+        if (batch) yield batch;
+      }
+      await pipeline(Readable.from(lines()), copy);
+      const state = write.stateAfter();
+      if (rows > 0) await upsertFromStage(client, write.plan, write.header, write.generation, state.key);
+      await saveStateWith(client, state);
+    });
+    return { rows };
+  }
+
+  /**
+   * The records go to COPY … (FORMAT csv) as they arrive: PostgreSQL parses the export's dialect
+   * (its own), an unquoted empty field as null and a quoted one as an empty string.
+   */
+  async writeRawPage(write: RawPageWrite): Promise<{ rows: number }> {
+    let rows = 0;
+    await this.transaction(async (client) => {
+      await createStage(client, write.header.length);
+      const copy = client.query(copyFrom(`COPY ${q(STAGE)} (${write.header.map((_, i) => `c${i}`).join(", ")}) FROM STDIN (FORMAT csv)`));
+      try {
+        await pipeline(write.records, copy);
+      } catch (err) {
+        // A body that failed is a failed page whatever COPY made of it.
+        write.assertCleanEnd();
+        throw err;
+      }
+      write.assertCleanEnd();
+      const last = await client.query(`SELECT count(*) OVER () AS n, c${write.cursorColumn} AS cursor FROM ${q(STAGE)} ORDER BY ord DESC LIMIT 1`);
+      rows = Number(last.rows[0]?.n ?? 0);
+      const state = write.stateAfter({ rows, lastCursor: last.rows[0]?.cursor ?? null });
+      if (rows > 0) await upsertFromStage(client, write.plan, write.header, write.generation, state.key);
+      await saveStateWith(client, state);
+    });
+    return { rows };
+  }
+
+  async finishDataset(finish: FinishDataset): Promise<FinishResult> {
+    return this.transaction(async (client) => {
+      let trimmed = 0;
+      let swept = 0;
+      const table = q(finish.plan.table);
+      if (finish.plan.keyColumns.includes("row_index")) {
+        trimmed = (
+          await client.query(
+            `DELETE FROM ${table} d USING ${STATE}.touched t WHERE t.dataset_key = $1 AND d.id = t.id AND d.row_index > t.max_row_index`,
+            [finish.state.key],
+          )
+        ).rowCount ?? 0;
+        await client.query(`DELETE FROM ${STATE}.touched WHERE dataset_key = $1`, [finish.state.key]);
+      }
+      if (finish.sweepBelowGeneration !== null) {
+        swept = (await client.query(`DELETE FROM ${table} WHERE ${q(GENERATION_COLUMN)} < $1`, [finish.sweepBelowGeneration])).rowCount ?? 0;
+      }
+      finish.state.rowsDeleted += trimmed + swept;
+      await saveStateWith(client, finish.state);
+      return { trimmed, swept };
+    });
+  }
+
+  async applyTombstones(write: TombstoneWrite): Promise<number> {
+    return this.transaction(async (client) => {
+      let deleted = 0;
+      if (write.tombstones.length) {
+        // A table without last_modified (never the case for the API's datasets) has nothing to compare: the tombstone wins.
+        const older = "last_modified" in write.plan.columns ? "(d.last_modified IS NULL OR d.last_modified::timestamptz < x.deleted_at)" : "true";
+        deleted =
+          (
+            await client.query(
+              `DELETE FROM ${q(write.plan.table)} d USING unnest($1::uuid[], $2::timestamptz[]) AS x(id, deleted_at) WHERE d.id = x.id AND ${older}`,
+              [write.tombstones.map((t) => t.id), write.tombstones.map((t) => t.deletedAt)],
+            )
+          ).rowCount ?? 0;
+      }
+      write.state.rowsDeleted += deleted;
+      await saveStateWith(client, write.state);
+      return deleted;
+    });
+  }
+
+  async trimObsoleteGridRows(gridTable: string, rootTable: string): Promise<number> {
+    const exists = await this.pool.query("SELECT to_regclass($1) IS NOT NULL AND to_regclass($2) IS NOT NULL AS ok", [q(gridTable), q(rootTable)]);
+    if (!exists.rows[0].ok) return 0;
+    const res = await this.pool.query(
+      `DELETE FROM ${q(gridTable)} g USING ${q(rootTable)} r WHERE g.id = r.id AND g.last_modified::timestamptz < r.last_modified::timestamptz`,
+    );
+    return res.rowCount ?? 0;
+  }
+
+  async saveState(state: DatasetState): Promise<void> {
+    await saveStateWith(this.pool, state);
+  }
+
+  async saveListingEtag(etag: string | null): Promise<void> {
+    await this.pool.query(
+      `INSERT INTO ${STATE}.meta (key, value) VALUES ('listing_etag', $1) ON CONFLICT (key) DO UPDATE SET value = EXCLUDED.value`,
+      [etag],
+    );
+  }
+
+  async countRows(table: string): Promise<number | null> {
+    const exists = await this.pool.query("SELECT to_regclass($1) IS NOT NULL AS ok", [q(table)]);
+    if (!exists.rows[0].ok) return null;
+    return Number((await this.pool.query(`SELECT count(*) AS n FROM ${q(table)}`)).rows[0].n);
+  }
+
+  async summarize(table: string, hasRowIndex: boolean) {
+    const exists = await this.pool.query("SELECT to_regclass($1) IS NOT NULL AS ok", [q(table)]);
+    if (!exists.rows[0].ok) return null;
+    const { rows } = await this.pool.query(`SELECT ${POSTGRES_CHECKSUM_SQL(hasRowIndex ? "t.row_index::text" : "''")} FROM ${q(table)} t`);
+    return { rows: Number(rows[0].rows), checksum: rows[0].checksum as string };
+  }
+
+  async close(): Promise<void> {
+    if (this.lockClient) {
+      await this.lockClient.query(`SELECT pg_advisory_unlock(${WRITER_LOCK})`).catch(() => undefined);
+      this.lockClient.release();
+      this.lockClient = null;
+    }
+    await this.pool.end();
+  }
+
+  private async transaction<T>(work: (client: PoolClient) => Promise<T>): Promise<T> {
+    const client = await this.pool.connect();
+    // A connection lost mid-transaction fails the query in progress; the event must not crash the process.
+    const onError = () => undefined;
+    client.on("error", onError);
+    let broken: Error | undefined;
+    try {
+      await client.query("BEGIN");
+      const result = await work(client);
+      await client.query("COMMIT");
+      return result;
+    } catch (err) {
+      await client.query("ROLLBACK").catch((e: Error) => (broken = e));
+      throw err;
+    } finally {
+      client.off("error", onError);
+      client.release(broken);
+    }
+  }
+}
+
+const STAGE = "sync$stage";
+
+/** The page's staging table: one text column per header column, in arrival order; dropped at commit. */
+async function createStage(client: PoolClient, columns: number) {
+  const staged = Array.from({ length: columns }, (_, i) => `c${i} text`);
+  await client.query(`CREATE TEMP TABLE ${q(STAGE)} (ord bigint GENERATED ALWAYS AS IDENTITY, ${staged.join(", ")}) ON COMMIT DROP`);
+}
+
+/** Upserts the staged page into the dataset's table (typed casts) and records the grid ids it touched. */
+async function upsertFromStage(client: PoolClient, plan: TablePlan, header: string[], generation: number, datasetKey: string) {
+  const targets: string[] = [];
+  const values: string[] = [];
+  header.forEach((key, i) => {
+    if (!(key in plan.columns)) return;
+    const type = postgresType(plan.columns[key]);
+    targets.push(q(key));
+    values.push(type === "text" ? `s.c${i}` : `NULLIF(s.c${i}, '')::${type}`);
+  });
+  const inHeader = new Set(header);
+  const keys = plan.keyColumns.map(q);
+  const updates = targets
+    .filter((t) => !keys.includes(t))
+    .map((t) => `${t} = EXCLUDED.${t}`)
+    // A column missing from the page is empty for the rows of that page.
+    .concat(Object.keys(plan.columns).filter((k) => !inHeader.has(k) && !plan.keyColumns.includes(k)).map((k) => `${q(k)} = NULL`))
+    .concat([`${q(GENERATION_COLUMN)} = EXCLUDED.${q(GENERATION_COLUMN)}`]);
+  await client.query(
+    `INSERT INTO ${q(plan.table)} (${targets.join(", ")}, ${q(GENERATION_COLUMN)})
+     SELECT ${values.join(", ")}, $1 FROM ${q(STAGE)} s
+     ON CONFLICT (${keys.join(", ")}) DO UPDATE SET ${updates.join(", ")}`,
+    [generation],
+  );
+  if (plan.keyColumns.includes("row_index")) {
+    const id = header.indexOf("id");
+    const rowIndex = header.indexOf("row_index");
+    const lastModified = header.indexOf("last_modified");
+    await client.query(
+      `INSERT INTO ${STATE}.touched AS t (dataset_key, id, last_modified, max_row_index)
+       SELECT $1, s.c${id}::uuid, max(s.c${lastModified}::timestamptz), max(s.c${rowIndex}::numeric) FROM ${q(STAGE)} s GROUP BY 2
+       ON CONFLICT (dataset_key, id) DO UPDATE SET
+         max_row_index = CASE WHEN EXCLUDED.last_modified > t.last_modified THEN EXCLUDED.max_row_index ELSE GREATEST(t.max_row_index, EXCLUDED.max_row_index) END,
+         last_modified = GREATEST(t.last_modified, EXCLUDED.last_modified)`,
+      [datasetKey],
+    );
+  }
+}
+
+async function saveStateWith(db: Pick<Pool, "query"> | PoolClient, state: DatasetState): Promise<void> {
+  await db.query(
+    `INSERT INTO ${STATE}.datasets (dataset_key, table_name, state, updated_at) VALUES ($1, $2, $3, now())
+     ON CONFLICT (dataset_key) DO UPDATE SET table_name = EXCLUDED.table_name, state = EXCLUDED.state, updated_at = now()`,
+    [state.key, state.table, JSON.stringify(state)],
+  );
+}
+
+/** One row in COPY's text format: tab-separated, \N for null, backslash escapes. */
+function copyLine(row: Cell[]): string {
+  let line = "";
+  for (let i = 0; i < row.length; i++) {
+    if (i) line += "\t";
+    const v = row[i];
+    if (v === null) line += "\\N";
+    else line += /[\\\t\n\r]/.test(v) ? v.replace(/[\\\t\n\r]/g, (c) => (c === "\\" ? "\\\\" : c === "\t" ? "\\t" : c === "\n" ? "\\n" : "\\r")) : v;
+  }
+  return line + "\n";
+}

@@ -1,0 +1,214 @@
+/**
+ * SQLite target (better-sqlite3, WAL). A page is one `BEGIN IMMEDIATE … COMMIT`: the rows are
+ * upserted as they stream, the touched grid ids and the state are written, then COMMIT. Booleans
+ * are stored as 1/0, numbers with NUMERIC affinity, everything else as the export's text.
+ */
+import Database from "better-sqlite3";
+import { Checksum } from "../checksum";
+import type { Cell } from "../csv";
+import { reviveDatasetState, type DatasetState, type SyncState } from "../state";
+import { quoteIdent as q } from "./sql";
+import { GENERATION_COLUMN, type FinishDataset, type FinishResult, type PageWrite, type TablePlan, type Target, type TombstoneWrite } from "./target";
+
+const TYPES: Record<string, string> = { number: "NUMERIC", boolean: "INTEGER" };
+export const sqliteType = (dataType: string) => TYPES[dataType] ?? "TEXT";
+
+const META = q("dataset_sync$meta");
+const DATASETS = q("dataset_sync$datasets");
+const TOUCHED = q("dataset_sync$touched");
+
+export class SqliteTarget implements Target {
+  readonly kind = "sqlite" as const;
+  readonly maxConcurrency = 1;
+  private readonly db: Database.Database;
+
+  constructor(readonly file: string) {
+    this.db = new Database(file);
+    this.db.pragma("journal_mode = WAL");
+    // WAL with synchronous=NORMAL survives a killed process (not a power loss) without losing commits.
+    this.db.pragma("synchronous = NORMAL");
+    this.db.pragma("busy_timeout = 10000");
+  }
+
+  async open({ writer }: { writer: boolean }): Promise<void> {
+    if (!writer) return;
+    this.db.exec(`
+      CREATE TABLE IF NOT EXISTS ${META} (key TEXT PRIMARY KEY, value TEXT);
+      CREATE TABLE IF NOT EXISTS ${DATASETS} (dataset_key TEXT PRIMARY KEY, table_name TEXT NOT NULL, state TEXT NOT NULL, updated_at TEXT NOT NULL);
+      CREATE TABLE IF NOT EXISTS ${TOUCHED} (dataset_key TEXT NOT NULL, id TEXT NOT NULL, last_modified TEXT NOT NULL, max_row_index INTEGER NOT NULL, PRIMARY KEY (dataset_key, id));`);
+  }
+
+  async loadState(): Promise<SyncState> {
+    const datasets = new Map<string, DatasetState>();
+    if (!this.tableExists("dataset_sync$datasets")) return { listingEtag: null, datasets };
+    for (const row of this.db.prepare(`SELECT state FROM ${DATASETS} ORDER BY dataset_key`).all() as Array<{ state: string }>) {
+      const state = reviveDatasetState(JSON.parse(row.state));
+      datasets.set(state.key, state);
+    }
+    const meta = this.db.prepare(`SELECT value FROM ${META} WHERE key = 'listing_etag'`).get() as { value: string | null } | undefined;
+    return { listingEtag: meta?.value ?? null, datasets };
+  }
+
+  async ensureTable(plan: TablePlan, applied: Record<string, string>): Promise<Record<string, string>> {
+    const next = { ...applied };
+    this.db.transaction(() => {
+      const cols = Object.entries(plan.columns).map(([key, type]) => `${q(key)} ${sqliteType(type)}`);
+      this.db.exec(
+        `CREATE TABLE IF NOT EXISTS ${q(plan.table)} (${cols.join(", ")}, ${q(GENERATION_COLUMN)} INTEGER NOT NULL DEFAULT 0, PRIMARY KEY (${plan.keyColumns.map(q).join(", ")}))`,
+      );
+      const existing = new Set((this.db.prepare(`SELECT name FROM pragma_table_info(?)`).all(plan.table) as Array<{ name: string }>).map((r) => r.name));
+      for (const [key, type] of Object.entries(plan.columns)) {
+        if (!existing.has(key)) this.db.exec(`ALTER TABLE ${q(plan.table)} ADD COLUMN ${q(key)} ${sqliteType(type)}`);
+        // SQLite keeps each value's own type: a retyped column needs no change, only new conversions.
+        next[key] = type;
+      }
+    })();
+    return next;
+  }
+
+  async writePage(write: PageWrite): Promise<{ rows: number }> {
+    const { plan, header } = write;
+    const used = header.map((key, i) => ({ key, i, type: plan.columns[key] })).filter((c) => c.type !== undefined);
+    const inHeader = new Set(header);
+    const updates = used
+      .filter((c) => !plan.keyColumns.includes(c.key))
+      .map((c) => `${q(c.key)} = excluded.${q(c.key)}`)
+      .concat(Object.keys(plan.columns).filter((k) => !inHeader.has(k) && !plan.keyColumns.includes(k)).map((k) => `${q(k)} = NULL`))
+      .concat([`${q(GENERATION_COLUMN)} = excluded.${q(GENERATION_COLUMN)}`]);
+    const upsert = this.db.prepare(
+      `INSERT INTO ${q(plan.table)} (${used.map((c) => q(c.key)).join(", ")}, ${q(GENERATION_COLUMN)}) VALUES (${used.map(() => "?").join(", ")}, ?)
+       ON CONFLICT (${plan.keyColumns.map(q).join(", ")}) DO UPDATE SET ${updates.join(", ")}`,
+    );
+    const converters = used.map((c) => converter(c.type));
+    const grid = plan.keyColumns.includes("row_index");
+    const idAt = header.indexOf("id");
+    const rowIndexAt = header.indexOf("row_index");
+    const lastModifiedAt = header.indexOf("last_modified");
+    const touched = new Map<string, { lastModified: string; max: number }>();
+    let rows = 0;
+    this.db.exec("BEGIN IMMEDIATE");
+    try {
+      const values: unknown[] = new Array(used.length + 1);
+      values[used.length] = write.generation;
+      for await (const row of write.rows) {
+        for (let j = 0; j < used.length; j++) values[j] = converters[j](row[used[j].i]);
+        upsert.run(values);
+        rows++;
+        if (grid) {
+          const id = row[idAt] as string;
+          const rowIndex = Number(row[rowIndexAt]);
+          const lastModified = row[lastModifiedAt] ?? "";
+          const seen = touched.get(id);
+          if (!seen || lastModified > seen.lastModified) touched.set(id, { lastModified, max: rowIndex });
+          else if (rowIndex > seen.max) seen.max = rowIndex;
+        }
+      }
+      const state = write.stateAfter();
+      if (touched.size) {
+        const touch = this.db.prepare(
+          `INSERT INTO ${TOUCHED} (dataset_key, id, last_modified, max_row_index) VALUES (?, ?, ?, ?)
+           ON CONFLICT (dataset_key, id) DO UPDATE SET
+             max_row_index = CASE WHEN excluded.last_modified > last_modified THEN excluded.max_row_index ELSE max(max_row_index, excluded.max_row_index) END,
+             last_modified = max(last_modified, excluded.last_modified)`,
+        );
+        for (const [id, t] of touched) touch.run(state.key, id, t.lastModified, t.max);
+      }
+      this.saveStateNow(state);
+      this.db.exec("COMMIT");
+    } catch (err) {
+      if (this.db.inTransaction) this.db.exec("ROLLBACK");
+      throw err;
+    }
+    return { rows };
+  }
+
+  async finishDataset(finish: FinishDataset): Promise<FinishResult> {
+    return this.db.transaction(() => {
+      let trimmed = 0;
+      let swept = 0;
+      const table = q(finish.plan.table);
+      if (finish.plan.keyColumns.includes("row_index")) {
+        trimmed = this.db
+          .prepare(
+            `DELETE FROM ${table} WHERE EXISTS (SELECT 1 FROM ${TOUCHED} t WHERE t.dataset_key = ? AND t.id = ${table}.id AND ${table}.row_index > t.max_row_index)`,
+          )
+          .run(finish.state.key).changes;
+        this.db.prepare(`DELETE FROM ${TOUCHED} WHERE dataset_key = ?`).run(finish.state.key);
+      }
+      if (finish.sweepBelowGeneration !== null) {
+        swept = this.db.prepare(`DELETE FROM ${table} WHERE ${q(GENERATION_COLUMN)} < ?`).run(finish.sweepBelowGeneration).changes;
+      }
+      finish.state.rowsDeleted += trimmed + swept;
+      this.saveStateNow(finish.state);
+      return { trimmed, swept };
+    }).immediate();
+  }
+
+  async applyTombstones(write: TombstoneWrite): Promise<number> {
+    return this.db.transaction(() => {
+      let deleted = 0;
+      if (write.tombstones.length && this.tableExists(write.plan.table)) {
+        // Both sides are the export's dateTime text (UTC, "+00", microseconds at most), which orders as text.
+        const older = "last_modified" in write.plan.columns ? " AND (last_modified IS NULL OR last_modified < ?)" : "";
+        const del = this.db.prepare(`DELETE FROM ${q(write.plan.table)} WHERE id = ?${older}`);
+        for (const t of write.tombstones) deleted += (older ? del.run(t.id, t.deletedAt) : del.run(t.id)).changes;
+      }
+      write.state.rowsDeleted += deleted;
+      this.saveStateNow(write.state);
+      return deleted;
+    }).immediate();
+  }
+
+  async trimObsoleteGridRows(gridTable: string, rootTable: string): Promise<number> {
+    if (!this.tableExists(gridTable) || !this.tableExists(rootTable)) return 0;
+    // The export's dateTime text (UTC, "+00") orders as text.
+    return this.db
+      .prepare(`DELETE FROM ${q(gridTable)} WHERE EXISTS (SELECT 1 FROM ${q(rootTable)} r WHERE r.id = ${q(gridTable)}.id AND ${q(gridTable)}.last_modified < r.last_modified)`)
+      .run().changes;
+  }
+
+  async saveState(state: DatasetState): Promise<void> {
+    this.saveStateNow(state);
+  }
+
+  async saveListingEtag(etag: string | null): Promise<void> {
+    this.db.prepare(`INSERT INTO ${META} (key, value) VALUES ('listing_etag', ?) ON CONFLICT (key) DO UPDATE SET value = excluded.value`).run(etag);
+  }
+
+  async countRows(table: string): Promise<number | null> {
+    if (!this.tableExists(table)) return null;
+    return (this.db.prepare(`SELECT count(*) AS n FROM ${q(table)}`).get() as { n: number }).n;
+  }
+
+  async summarize(table: string, hasRowIndex: boolean) {
+    if (!this.tableExists(table)) return null;
+    const sum = new Checksum();
+    const rows = this.db.prepare(`SELECT id, ${hasRowIndex ? "row_index" : "''"} AS row_index, last_modified FROM ${q(table)}`).raw().iterate() as IterableIterator<unknown[]>;
+    for (const [id, rowIndex, lastModified] of rows) sum.add(String(id), rowIndex === null ? "" : String(rowIndex), String(lastModified ?? ""));
+    return { rows: sum.rows, checksum: sum.value };
+  }
+
+  async close(): Promise<void> {
+    this.db.close();
+  }
+
+  private tableExists(name: string): boolean {
+    return this.db.prepare("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?").get(name) !== undefined;
+  }
+
+  private saveStateNow(state: DatasetState): void {
+    this.db
+      .prepare(
+        `INSERT INTO ${DATASETS} (dataset_key, table_name, state, updated_at) VALUES (?, ?, ?, ?)
+         ON CONFLICT (dataset_key) DO UPDATE SET table_name = excluded.table_name, state = excluded.state, updated_at = excluded.updated_at`,
+      )
+      .run(state.key, state.table, JSON.stringify(state), new Date().toISOString());
+  }
+}
+
+/** Export text → SQLite value by the column's listing dataType. */
+function converter(dataType: string): (v: Cell) => unknown {
+  if (dataType === "boolean") return (v) => (v === "t" ? 1 : v === "f" ? 0 : v === "" ? null : v);
+  if (dataType === "text" || TYPES[dataType] === undefined) return (v) => v;
+  return (v) => (v === "" ? null : v);
+}

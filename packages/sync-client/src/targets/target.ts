@@ -1,0 +1,108 @@
+/**
+ * A target database holding the copy and the sync state. One implementation per database; the
+ * engine never writes SQL.
+ */
+import type { Cell } from "../csv";
+import type { DatasetState, SyncState } from "../state";
+
+/** How a dataset's table looks: key columns and each column's listing dataType. */
+export interface TablePlan {
+  table: string;
+  /** ["id"] or ["id", "row_index"] (grid datasets). */
+  keyColumns: string[];
+  /** Column key → dataType (unknown types are stored as text). */
+  columns: Record<string, string>;
+}
+
+export interface PageWrite {
+  plan: TablePlan;
+  /** The page's header without `_cursor` positions removed: aligned with each row. */
+  header: string[];
+  rows: AsyncIterable<Cell[]>;
+  /** Generation stamped on every row written. */
+  generation: number;
+  /** Called after the last row was consumed: the state to commit with the rows. */
+  stateAfter(): DatasetState;
+}
+
+/** A page whose records the target's database parses itself (the header already read). */
+export interface RawPageWrite {
+  plan: TablePlan;
+  header: string[];
+  /** Raw CSV records in the export's dialect. */
+  records: NodeJS.ReadableStream;
+  /** Called once the records are loaded, before anything is upserted: throws if the body did not end cleanly. */
+  assertCleanEnd(): void;
+  /** Position of `_cursor` in the header. */
+  cursorColumn: number;
+  generation: number;
+  stateAfter(page: { rows: number; lastCursor: string | null }): DatasetState;
+}
+
+export interface FinishDataset {
+  plan: TablePlan;
+  state: DatasetState;
+  /** A full read ended: delete rows of older generations. */
+  sweepBelowGeneration: number | null;
+}
+
+export interface FinishResult {
+  /** Grid rows above the highest row_index seen for a touched id. */
+  trimmed: number;
+  /** Rows the full read did not see. */
+  swept: number;
+}
+
+/** One page of a dataset's deletion feed, applied in one transaction with the state (its new deletions cursor). */
+export interface TombstoneWrite {
+  plan: TablePlan;
+  tombstones: Array<{ id: string; deletedAt: string }>;
+  state: DatasetState;
+}
+
+export interface TableSummary {
+  rows: number;
+  /** Order-independent checksum over each row's (id, row_index, last_modified). */
+  checksum: string;
+}
+
+export interface Target {
+  readonly kind: "postgres" | "sqlite";
+  /** Datasets synced at once at most (SQLite: one writer). */
+  readonly maxConcurrency: number;
+  /** Creates the state tables if needed. `writer`: this process will write (takes the target's writer lock). */
+  open(opts: { writer: boolean }): Promise<void>;
+  loadState(): Promise<SyncState>;
+  /** Creates the table or adds missing columns, widening a column whose type changed to text; never drops. */
+  ensureTable(plan: TablePlan, applied: Record<string, string>): Promise<Record<string, string>>;
+  /** One transaction: the page's rows (upserts), the touched grid ids, the state. */
+  writePage(write: PageWrite): Promise<{ rows: number }>;
+  /** Optional fast path: the same transaction as writePage, the records parsed by the database. */
+  writeRawPage?(write: RawPageWrite): Promise<{ rows: number }>;
+  /** One transaction: grid trimming, the full read's sweep, the state. */
+  finishDataset(finish: FinishDataset): Promise<FinishResult>;
+  /**
+   * One transaction: delete every stored row (grid datasets: every row) with a tombstone's id whose
+   * `last_modified` is older than the tombstone's `deleted_at` (a re-created row is kept), and save
+   * the state. Returns the rows deleted.
+   */
+  applyTombstones(write: TombstoneWrite): Promise<number>;
+  /**
+   * Deletes grid rows older than their submission's row in the root (submission) dataset: grid rows
+   * share `id` and `last_modified` with their submission, so a newer submission row means those grid
+   * rows were replaced (re-served with the new last_modified) or removed (a grid emptied). Returns
+   * the rows deleted (0 when either table does not exist yet).
+   */
+  trimObsoleteGridRows(gridTable: string, rootTable: string): Promise<number>;
+  saveState(state: DatasetState): Promise<void>;
+  saveListingEtag(etag: string | null): Promise<void>;
+  countRows(table: string): Promise<number | null>;
+  summarize(table: string, hasRowIndex: boolean): Promise<TableSummary | null>;
+  close(): Promise<void>;
+}
+
+/** Column types of a target (listing dataType → column type); unknown types are text. */
+export type TypeMap = Record<string, string>;
+
+/** The copy's own bookkeeping column on every table (a name the API's naming rules cannot produce). */
+export const GENERATION_COLUMN = "_sync$generation";

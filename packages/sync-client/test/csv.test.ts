@@ -1,0 +1,87 @@
+import { Readable } from "node:stream";
+import { StreamAbortedError } from "../src/api/errors";
+import { readCsvPage, type Cell } from "../src/csv";
+
+async function read(chunks: Array<string | Buffer>, opts: { failAfter?: boolean } = {}) {
+  const body = new Readable({ read() {} });
+  const page = readCsvPage(body, "GET test");
+  for (const c of chunks) body.push(typeof c === "string" ? Buffer.from(c) : c);
+  if (opts.failAfter) body.destroy(new Error("other side closed"));
+  else body.push(null);
+  const reader = await page;
+  const rows: Cell[][] = [];
+  for await (const r of reader.rows) rows.push(r);
+  return { header: reader.header, rows };
+}
+
+describe("reading a CSV page", () => {
+  it("strips the BOM, keeps empty strings apart from nulls, embedded quotes and newlines", async () => {
+    const { header, rows } = await read(["\uFEFFid,note,n,_cursor\n", 'a,"",,c1\n', 'b,"say ""hi""\nline 2",3,c2\n']);
+    expect(header).toEqual(["id", "note", "n", "_cursor"]);
+    expect(rows).toEqual([
+      ["a", "", null, "c1"],
+      ["b", 'say "hi"\nline 2', "3", "c2"],
+    ]);
+  });
+
+  it("tells null from the empty string next to quoted fields holding quotes, commas and newlines", async () => {
+    const values: Cell[] = [null, "", 'a"b', "x,y", "line\nbreak", '""', "plain", '"', ",", " "];
+    const encode = (v: Cell) => (v === null ? "" : v === "" || /[",\n\r]/.test(v) ? `"${v.replace(/"/g, '""')}"` : v);
+    const rows: Cell[][] = [];
+    for (const a of values) for (const b of values) rows.push([a, b, null, "", a]);
+    const text = "\uFEFFa,b,c,d,e\n" + rows.map((r) => r.map(encode).join(",") + "\n").join("");
+    const parsed = await read([text.slice(0, 101), text.slice(101)]);
+    expect(parsed.rows).toEqual(rows);
+  });
+
+  it("reads a header-only page and fields of hundreds of thousands of characters split across chunks", async () => {
+    expect((await read(["\uFEFFid,_cursor\n"])).rows).toEqual([]);
+    const big = "x".repeat(400_000);
+    const text = Buffer.from(`\uFEFFid,ref,_cursor\na,"{""v"":""${big}""}",c\n`);
+    const chunks = [];
+    for (let i = 0; i < text.length; i += 16_384) chunks.push(text.subarray(i, i + 16_384));
+    const { rows } = await read(chunks);
+    expect(rows[0][1]).toHaveLength(400_000 + 8);
+  });
+
+  it("a body that aborts, stops inside a quoted field or without a final LF is a StreamAbortedError", async () => {
+    await expect(read(["\uFEFFid,_cursor\n", "a,c1\n"], { failAfter: true })).rejects.toBeInstanceOf(StreamAbortedError);
+    await expect(read(["\uFEFFid,note,_cursor\n", 'a,"unterminated'])).rejects.toBeInstanceOf(StreamAbortedError);
+    await expect(read(["\uFEFFid,_cursor\n", "a,c1"])).rejects.toBeInstanceOf(StreamAbortedError);
+    await expect(read([])).rejects.toBeInstanceOf(StreamAbortedError);
+  });
+});
+
+describe("splitting a page for a target that parses CSV itself", () => {
+  async function split(chunks: string[], opts: { failAfter?: boolean } = {}) {
+    const { splitCsvPage } = await import("../src/csv");
+    const body = new Readable({ read() {} });
+    const page = splitCsvPage(body, "GET test");
+    for (const c of chunks) body.push(Buffer.from(c));
+    if (opts.failAfter) body.destroy(new Error("other side closed"));
+    else body.push(null);
+    const p = await page;
+    const parts: Buffer[] = [];
+    let error: unknown;
+    try {
+      for await (const c of p.records) parts.push(c as Buffer);
+    } catch (err) {
+      error = err;
+    }
+    return { header: p.header, records: Buffer.concat(parts).toString(), check: () => p.assertCleanEnd(), error };
+  }
+
+  it("parses the header (BOM stripped, even split across chunks) and hands on the records untouched", async () => {
+    const r = await split(["\uFEFFid,no", "te,_cursor\na,", '"x\ny",c1\n']);
+    expect(r.header).toEqual(["id", "note", "_cursor"]);
+    expect(r.records).toBe('a,"x\ny",c1\n');
+    expect(() => r.check()).not.toThrow();
+  });
+
+  it("an aborted body or one without a final LF fails assertCleanEnd", async () => {
+    const aborted = await split(["\uFEFFid,_cursor\n", "a,c1\n"], { failAfter: true });
+    expect(() => aborted.check()).toThrow(StreamAbortedError);
+    const cut = await split(["\uFEFFid,_cursor\n", "a,c"]);
+    expect(() => cut.check()).toThrow(StreamAbortedError);
+  });
+});

@@ -1,0 +1,57 @@
+/**
+ * The benches' own database: a fresh one on DATABASE_URL's server (or BENCH_DATABASE_URL as is, where
+ * a bench offers it), dropped at the end unless BENCH_KEEP=1.
+ */
+import { Client } from "pg";
+
+/** The server the bench databases are created on. */
+export const adminUrl = (): string => process.env.DATABASE_URL || "postgres://postgres@127.0.0.1:5432/postgres";
+
+export interface BenchDatabase {
+  url: string;
+  /** Drops the database (a no-op when it is kept or was given by BENCH_DATABASE_URL). */
+  drop(): Promise<void>;
+}
+
+export interface ProvisionOptions {
+  /** Use BENCH_DATABASE_URL as is when it is set (never dropped). Default false. */
+  benchDatabaseUrl?: boolean;
+  /** Reuse the database when it exists already instead of recreating it. Default false: dropped and created afresh. */
+  reuse?: boolean;
+  /** Leave the database at the end. Default: BENCH_KEEP=1. */
+  keep?: boolean;
+}
+
+async function admin<T>(run: (client: Client) => Promise<T>): Promise<T> {
+  const client = new Client({ connectionString: adminUrl() });
+  await client.connect();
+  try {
+    return await run(client);
+  } finally {
+    await client.end();
+  }
+}
+
+/** Provisions the database `name` (a trusted identifier) on DATABASE_URL's server. */
+export async function provisionDatabase(name: string, options: ProvisionOptions = {}): Promise<BenchDatabase> {
+  if (options.benchDatabaseUrl && process.env.BENCH_DATABASE_URL) return { url: process.env.BENCH_DATABASE_URL, drop: async () => undefined };
+  await admin(async (c) => {
+    if (options.reuse) {
+      const exists = (await c.query("SELECT 1 FROM pg_database WHERE datname = $1", [name])).rowCount;
+      if (!exists) await c.query(`CREATE DATABASE ${name}`);
+    } else {
+      await c.query(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`);
+      await c.query(`CREATE DATABASE ${name}`);
+    }
+  });
+  const url = new URL(adminUrl());
+  url.pathname = `/${name}`;
+  const keep = options.keep ?? process.env.BENCH_KEEP === "1";
+  return {
+    url: url.toString(),
+    drop: async () => {
+      if (keep) return;
+      await admin((c) => c.query(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`));
+    },
+  };
+}

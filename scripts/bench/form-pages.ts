@@ -1,0 +1,322 @@
+/**
+ * `npm run bench:form-pages`: how close a form dataset's full HTTP export gets to a raw keyset COPY
+ * loop over its materialized table (issue 15, "Form pages at the table's speed").
+ *
+ * On a generated form (flat fields: one submission dataset of ~25 columns) with BENCH_FORM_SUBMISSIONS
+ * submissions, built by `buildDataset`, with the four services running as processes on the bench
+ * database (gateway -> export over gRPC, schema's maintenance loop running), in three scenarios:
+ *   clean:    right after the build, change log empty and vacuumed;
+ *   imported: right after an import of every submission of the form (one UPDATE of all of them, new
+ *             stamps), rendered by a rebuild, its change-log rows consumed (deleted) and left as dead
+ *             rows (autovacuum is off for form_dataset_changes during the bench; no VACUUM);
+ *   backlog:  beside BENCH_FORM_SUBMISSIONS live pending changes of another form of the organization
+ *             (its form lock is held, so the maintenance loop leaves them pending).
+ * Each scenario times, interleaved BENCH_RUNS times (medians reported, with each round's ratio):
+ *   (a) raw: `COPY (SELECT <table columns> FROM <materialized table> WHERE (last_modified, id) > (...)
+ *       ORDER BY last_modified, id LIMIT n) TO STDOUT (FORMAT csv)` page after page, bytes discarded;
+ *   (b) the service's own page query (buildPageQuery: live site names, signed cursor) the same way;
+ *   (c) the same pages straight from the export service's gRPC stream (no gateway), and
+ *   (c') the full export through the public HTTP API (`Accept-Encoding: identity`), pages of n;
+ *   (d) the page horizon alone (`pageHorizon` for the form, median per call).
+ *
+ * Environment (all optional):
+ *   DATABASE_URL           server for the fresh database (dropped at the end unless BENCH_KEEP=1)
+ *   BENCH_DATABASE_NAME    its name (default exportsvc_bench_form_pages; another name lets two runs share a server)
+ *   BENCH_FORM_SUBMISSIONS submissions (default 1000000; e.g. 100000 for a quick run)
+ *   BENCH_LIMIT            page size (default 5000)
+ *   BENCH_RUNS             interleaved rounds per scenario (default 3)
+ *   BENCH_SCENARIOS        comma-separated subset of clean,imported,backlog (default all three)
+ */
+import { randomUUID } from "node:crypto";
+import { Client, type Pool } from "pg";
+import { to as copyTo } from "pg-copy-streams";
+import { parse } from "csv-parse/sync";
+import { commandCompleted, createPool, migrate } from "@exportsvc/db";
+import { CursorCodec, CursorKeyring, loadRegistryEntry, pageHorizon, type PageDataset } from "@exportsvc/datasets";
+import { buildDataset, formLockKeys, type FormField } from "@exportsvc/form-datasets";
+import { provisionDatabase } from "./database";
+import { envInt, log, median, msSince } from "./helpers";
+import { measureGrpc, measureHttp, measureRawCopy, payloadPosition, type Measurement } from "./measure";
+import { startBenchStack } from "./stack";
+
+const f = (type: string, key: string, extra: Partial<FormField> = {}): FormField => ({ id: randomUUID(), key, label: key, type, ...extra });
+
+const SCENARIOS = ["clean", "imported", "backlog"] as const;
+type Scenario = (typeof SCENARIOS)[number];
+
+/** The form's generated values (one jsonb per submission), shared by the generation and the import. */
+function valuesSql(fields: FormField[], round: string): string {
+  const [operator, notes, temperature, passed, productionDate, sampledAt, line, allergens, approver, batch, weight, shift] = fields;
+  const v = (field: FormField, expr: string) => `'${field.id}', ${expr}`;
+  return `jsonb_build_object(
+    ${v(operator, `'operator ' || (i % 97) || ${round}`)}, ${v(notes, "repeat('note ', 6)")}, ${v(temperature, "(i % 1000) / 10.0")},
+    ${v(passed, "i % 2 = 0")}, ${v(productionDate, "'2024-03-01'")}, ${v(sampledAt, "'2024-03-01T10:00:00Z'")},
+    ${v(line, "'l' || (1 + i % 2)")}, ${v(allergens, "jsonb_build_array('milk', 'soy')")},
+    ${v(approver, "jsonb_build_object('name', 'Boss', 'date', '2024-03-02T00:00:00Z')")},
+    ${v(batch, "'B' || lpad((i % 10000)::text, 5, '0')")}, ${v(weight, "(i % 500) * 1.5")}, ${v(shift, "'s' || (1 + i % 3)")})`;
+}
+
+async function main(): Promise<void> {
+  const submissions = envInt("BENCH_FORM_SUBMISSIONS", 1_000_000);
+  const limit = envInt("BENCH_LIMIT", 5000);
+  const runs = envInt("BENCH_RUNS", 3);
+  const scenarios = (process.env.BENCH_SCENARIOS || SCENARIOS.join(",")).split(",").map((s) => s.trim()) as Scenario[];
+  for (const s of scenarios) if (!SCENARIOS.includes(s)) throw new Error(`BENCH_SCENARIOS: unknown scenario '${s}' (known: ${SCENARIOS.join(", ")})`);
+
+  const databaseName = process.env.BENCH_DATABASE_NAME || "exportsvc_bench_form_pages";
+  if (!/^[a-z_][a-z0-9_]*$/.test(databaseName)) throw new Error("BENCH_DATABASE_NAME must be a lower-case SQL identifier");
+  const db = await provisionDatabase(databaseName);
+  const pool = createPool({ connectionString: db.url, max: 4, applicationName: "exportsvc-bench" });
+  pool.on("error", () => undefined);
+  let stack: Awaited<ReturnType<typeof startBenchStack>> | undefined;
+  try {
+    await migrate(pool);
+    // "Right after an import, no VACUUM": the dead change-log rows must stay for the measurement.
+    await pool.query("ALTER TABLE form_dataset_changes SET (autovacuum_enabled = false)");
+    const orgId = randomUUID();
+    const siteId = randomUUID();
+    const formId = randomUUID();
+    const otherFormId = randomUUID();
+    await pool.query("INSERT INTO organizations (id, name) VALUES ($1, 'Bench')", [orgId]);
+    await pool.query("INSERT INTO export_organizations (organization_id, export_enabled) VALUES ($1, true)", [orgId]);
+    await pool.query("INSERT INTO sites (organization_id, id, name, time_zone, path) VALUES ($1, $2, 'Plant', 'Europe/Berlin', $3)", [orgId, siteId, siteId]);
+    const fields = [
+      f("text", "operator"),
+      f("paragraph", "notes"),
+      f("number", "temperature"),
+      f("yesNo", "passed"),
+      f("date", "production_date"),
+      f("dateTime", "sampled_at"),
+      f("select", "line", { options: [{ key: "l1", label: "Line 1" }, { key: "l2", label: "Line 2" }] }),
+      f("checkboxGroup", "allergens", { options: ["milk", "egg", "nuts", "soy"].map((k) => ({ key: k, label: k })) }),
+      f("signature", "approver"),
+      f("text", "batch"),
+      f("number", "weight"),
+      f("text", "shift"),
+    ];
+    for (const [id, name] of [[formId, "Bench Form"], [otherFormId, "Other Form"]]) {
+      await pool.query("INSERT INTO forms (organization_id, id, name, record_prefix) VALUES ($1, $2, $3, 'B')", [orgId, id, name]);
+      await pool.query("INSERT INTO form_versions (organization_id, form_id, version, fields, published_at) VALUES ($1, $2, 1, $3, now())", [orgId, id, JSON.stringify(fields)]);
+    }
+    let t = process.hrtime.bigint();
+    await pool.query(
+      `INSERT INTO submissions (organization_id, id, form_id, record_id, site_id, status, started_at, completed_at, "values", last_modified)
+       SELECT $1, gen_random_uuid(), $2, 'B-' || i, $3, 'Completed', ts - interval '1 hour', ts, ${valuesSql(fields, "''")}, ts
+         FROM generate_series(1, $4::int) AS i, LATERAL (SELECT timestamptz '2024-01-01' + i * interval '1 second' AS ts) x`,
+      [orgId, formId, siteId, submissions],
+    );
+    log(`generated ${submissions.toLocaleString("en")} submissions in ${msSince(t).toFixed(0)} ms`);
+    await pool.query("DELETE FROM form_dataset_changes");
+    await pool.query("VACUUM ANALYZE submissions, form_dataset_changes");
+    t = process.hrtime.bigint();
+    const built = await buildDataset(pool, orgId, formId, { dropGraceMs: 0 });
+    if (built.status !== "built") throw new Error(`build ${built.status}: ${built.error}`);
+    log(`built ${built.datasets.length} dataset(s) in ${msSince(t).toFixed(0)} ms`);
+
+    stack = await startBenchStack(pool, db.url, orgId);
+    const datasetKey = (await pool.query<{ key: string }>("SELECT key FROM dataset_registry WHERE organization_id = $1 AND kind = 'submission' AND source_ref = $2", [orgId, formId])).rows[0].key;
+    const codec = new CursorCodec({ keyring: CursorKeyring.parse(stack.cursorKeys) });
+    log(`dataset ${datasetKey}, pages of ${limit}, ${runs} interleaved rounds per scenario (medians; ratio = rows/s over raw rows/s)\n`);
+
+    for (const scenario of scenarios) {
+      let release: (() => Promise<void>) | undefined;
+      if (scenario === "clean") {
+        await pool.query("VACUUM ANALYZE form_dataset_changes");
+      } else if (scenario === "imported") {
+        t = process.hrtime.bigint();
+        // One import transaction rewrites every submission (explicit stamps a year later, kept
+        // distinct so pages stay pages); the rebuild renders them, the log rows become dead rows.
+        await pool.query(
+          `UPDATE submissions s SET "values" = ${valuesSql(fields, "' (imported)'")}, last_modified = s.last_modified + interval '365 days'
+             FROM (SELECT id, row_number() OVER (ORDER BY last_modified, id) AS i FROM submissions WHERE organization_id = $1 AND form_id = $2) n
+            WHERE s.organization_id = $1 AND s.id = n.id`,
+          [orgId, formId],
+        );
+        const rebuilt = await buildDataset(pool, orgId, formId, { dropGraceMs: 0 });
+        if (rebuilt.status !== "built") throw new Error(`rebuild ${rebuilt.status}: ${rebuilt.error}`);
+        // What the rebuild rendered but did not consume (it remembers a bounded number) is current
+        // already: consumed here, as the loop would, only faster.
+        await pool.query("DELETE FROM form_dataset_changes WHERE organization_id = $1 AND form_id = $2", [orgId, formId]);
+        await waitUntilAllVisible(pool, orgId, formId);
+        const dead = await deadChangeRows(pool);
+        log(`import of ${submissions.toLocaleString("en")} submissions rendered and consumed in ${msSince(t).toFixed(0)} ms; form_dataset_changes: ${dead.live} live, ${dead.dead} dead rows`);
+      } else {
+        await pool.query("VACUUM ANALYZE form_dataset_changes");
+        // The other form's changes stay pending: its form lock is held (the loop defers them).
+        const holder = new Client({ connectionString: db.url, application_name: "exportsvc-bench" });
+        await holder.connect();
+        const [k1, k2] = formLockKeys(orgId, otherFormId);
+        await holder.query("SELECT pg_advisory_lock($1, $2)", [k1, k2]);
+        release = async () => {
+          await holder.query("SELECT pg_advisory_unlock($1, $2)", [k1, k2]);
+          await holder.end();
+        };
+        t = process.hrtime.bigint();
+        await pool.query(
+          `INSERT INTO form_dataset_changes (organization_id, kind, form_id, submission_id, source_last_modified)
+           SELECT $1, 'submission', $2, gen_random_uuid(), now() - interval '1 day' + i * interval '1 microsecond' FROM generate_series(1, $3::int) i`,
+          [orgId, otherFormId, submissions],
+        );
+        await pool.query("ANALYZE form_dataset_changes");
+        const dead = await deadChangeRows(pool);
+        log(`${submissions.toLocaleString("en")} pending changes of another form logged in ${msSince(t).toFixed(0)} ms; form_dataset_changes: ${dead.live} live, ${dead.dead} dead rows`);
+      }
+      try {
+        await measureScenario(scenario, pool, stack, orgId, formId, datasetKey, codec, limit, runs);
+      } finally {
+        await release?.();
+      }
+    }
+  } finally {
+    await stack?.stack.stop();
+    await pool.end();
+    await db.drop();
+  }
+}
+
+/** Until every materialized row is below the page horizon (the maintenance loop raises a held floor within a poll). */
+async function waitUntilAllVisible(pool: Pool, orgId: string, formId: string): Promise<void> {
+  const { rows } = await pool.query<{ table_name: string }>("SELECT table_name FROM dataset_registry WHERE organization_id = $1 AND kind = 'submission' AND source_ref = $2", [orgId, formId]);
+  const newest = BigInt(
+    (await pool.query<{ t: string }>(`SELECT (extract(epoch FROM max(last_modified)) * 1000000)::bigint::text AS t FROM ${rows[0].table_name}`)).rows[0].t,
+  );
+  const deadline = Date.now() + 120_000;
+  while ((await pageHorizon(pool, orgId, formId)).visibleBeforeMicros <= newest) {
+    if (Date.now() > deadline) throw new Error("rows still held back by the page horizon after 2 minutes");
+    await new Promise((r) => setTimeout(r, 200));
+  }
+}
+
+async function deadChangeRows(pool: Pool): Promise<{ live: string; dead: string }> {
+  await pool.query("SELECT pg_stat_force_next_flush()").catch(() => undefined);
+  const { rows } = await pool.query<{ live: string; dead: string }>(
+    "SELECT n_live_tup::text AS live, n_dead_tup::text AS dead FROM pg_stat_user_tables WHERE relname = 'form_dataset_changes'",
+  );
+  return rows[0] ?? { live: "?", dead: "?" };
+}
+
+/**
+ * (a) The raw keyset loop over the materialized table: its columns as stored, in the dataset's
+ * order; the next page starts after the last line's last_modified and id.
+ */
+async function measureRawTable(pool: Pool, dataset: PageDataset, organizationId: string, limit: number): Promise<Measurement> {
+  const tableColumns = dataset.columns.flatMap((c) => (c.source.kind === "table" ? [c.source.column] : []));
+  const lastModifiedAt = tableColumns.indexOf("last_modified");
+  const idAt = tableColumns.indexOf("id");
+  if (lastModifiedAt < 0 || idAt < 0) throw new Error("the materialized table has no last_modified or id column");
+  const client = await pool.connect();
+  await client.query("SET jit = off");
+  const started = process.hrtime.bigint();
+  let rows = 0;
+  let bytes = 0;
+  let pages = 0;
+  let after = "";
+  try {
+    for (;;) {
+      const sql = `SELECT ${tableColumns.map((c) => `t.${c}`).join(", ")} FROM ${dataset.tableName} t
+        WHERE t.organization_id = '${organizationId}'${after} ORDER BY t.last_modified, t.id LIMIT ${limit}`;
+      const stream = client.query(copyTo(`COPY (${sql}) TO STDOUT (FORMAT csv)`));
+      const completed = commandCompleted(stream);
+      let tail: Buffer = Buffer.alloc(0);
+      for await (const chunk of stream as AsyncIterable<Buffer>) {
+        bytes += chunk.length;
+        tail = chunk.length >= 16384 ? chunk.subarray(-16384) : Buffer.concat([tail, chunk]).subarray(-16384);
+      }
+      await completed;
+      pages++;
+      rows += stream.rowCount;
+      if (stream.rowCount < limit) break;
+      const lines = tail.toString("utf8").split("\n");
+      const [last] = parse(lines[lines.length - 2]) as string[][];
+      const [lastModified, id] = [last[lastModifiedAt], last[idAt]];
+      if (!/^[0-9: .+-]+$/.test(lastModified) || !/^[0-9a-f-]{36}$/.test(id)) throw new Error(`unexpected position ${lastModified} ${id}`);
+      after = ` AND (t.last_modified, t.id) > ('${lastModified}'::timestamptz, '${id}'::uuid)`;
+    }
+  } finally {
+    client.release();
+  }
+  return { name: "raw keyset COPY over the table", rows, bytes, pages, seconds: Number(process.hrtime.bigint() - started) / 1e9 };
+}
+
+/** Time to the response's first body byte and to its end, per HTTP page (the first `n` pages of a full export). */
+async function httpPageTimings(baseUrl: string, apiKey: string, datasetKey: string, limit: number, n: number) {
+  const firstByte: number[] = [];
+  const total: number[] = [];
+  let cursor: string | undefined;
+  for (let i = 0; i < n; i++) {
+    const url = new URL(`/v1/datasets/${encodeURIComponent(datasetKey)}/csv`, baseUrl);
+    url.searchParams.set("limit", String(limit));
+    if (cursor) url.searchParams.set("cursor", cursor);
+    const t = process.hrtime.bigint();
+    const res = await fetch(url, { headers: { authorization: `Bearer ${apiKey}`, "accept-encoding": "identity" } });
+    if (!res.ok || !res.body) throw new Error(`HTTP ${res.status}`);
+    let first = true;
+    let tail = "";
+    let lines = 0;
+    for await (const chunk of res.body as unknown as AsyncIterable<Uint8Array>) {
+      if (first) firstByte.push(msSince(t));
+      first = false;
+      tail = (tail + Buffer.from(chunk).toString("latin1")).slice(-600);
+      for (let at = chunk.indexOf(10); at !== -1; at = chunk.indexOf(10, at + 1)) lines++;
+    }
+    total.push(msSince(t));
+    if (lines - 1 < limit) break;
+    const lastLine = tail.trimEnd().split("\n").pop()!;
+    cursor = lastLine.slice(lastLine.lastIndexOf(",") + 1);
+  }
+  return { n: total.length, firstByteMs: median(firstByte), totalMs: median(total) };
+}
+
+async function measureScenario(
+  scenario: Scenario,
+  pool: Pool,
+  started: Awaited<ReturnType<typeof startBenchStack>>,
+  orgId: string,
+  formId: string,
+  datasetKey: string,
+  codec: CursorCodec,
+  limit: number,
+  runs: number,
+): Promise<void> {
+  const dataset = (await loadRegistryEntry(pool, orgId, datasetKey))!;
+  const raw = () => measureRawTable(pool, dataset, orgId, limit);
+  const page = () => measureRawCopy("service page query, raw COPY", pool, dataset, orgId, codec, limit, payloadPosition);
+  const http = () => measureHttp(started.stack.baseUrl, started.apiKey, datasetKey, limit);
+  const grpc = () => measureGrpc(started.exportAddress, orgId, datasetKey, limit);
+  const horizonMs = async () => {
+    const xs: number[] = [];
+    for (let i = 0; i < 50; i++) {
+      const t = process.hrtime.bigint();
+      await pageHorizon(pool, orgId, formId);
+      xs.push(msSince(t));
+    }
+    return median(xs);
+  };
+  await raw(); // untimed warm-up: caches, hint bits
+  const results: Record<"raw" | "page" | "grpc" | "http", Measurement[]> = { raw: [], page: [], grpc: [], http: [] };
+  const horizons: number[] = [];
+  for (let i = 0; i < runs; i++) {
+    results.raw.push(await raw());
+    results.page.push(await page());
+    results.grpc.push(await grpc());
+    results.http.push(await http());
+    horizons.push(await horizonMs());
+  }
+  const rate = (m: Measurement) => m.rows / m.seconds;
+  for (const m of [...results.page, ...results.grpc, ...results.http]) if (m.rows !== results.raw[0].rows) throw new Error(`row counts differ: raw ${results.raw[0].rows}, ${m.name} ${m.rows}`);
+  const perRound = (k: "page" | "grpc" | "http") => results[k].map((m, i) => (rate(m) / rate(results.raw[i])).toFixed(2)).join(" / ");
+  const med = (k: keyof typeof results) => median(results[k].map(rate));
+  log(`[${scenario}] ${results.raw[0].rows.toLocaleString("en")} rows, ${results.raw[0].pages} pages, ${(results.http[0].bytes / 1e6).toFixed(0)} MB over HTTP`);
+  log(`  raw keyset COPY over the table  ${Math.round(med("raw")).toLocaleString("en").padStart(9)} rows/s`);
+  log(`  service page query, raw COPY    ${Math.round(med("page")).toLocaleString("en").padStart(9)} rows/s  ratio ${(med("page") / med("raw")).toFixed(2)}x (rounds ${perRound("page")})`);
+  log(`  export service over gRPC        ${Math.round(med("grpc")).toLocaleString("en").padStart(9)} rows/s  ratio ${(med("grpc") / med("raw")).toFixed(2)}x (rounds ${perRound("grpc")})`);
+  log(`  full HTTP export                ${Math.round(med("http")).toLocaleString("en").padStart(9)} rows/s  ratio ${(med("http") / med("raw")).toFixed(2)}x (rounds ${perRound("http")})`);
+  log(`  pageHorizon per call (median)   ${median(horizons).toFixed(2)} ms`);
+  const pages = await httpPageTimings(started.stack.baseUrl, started.apiKey, datasetKey, limit, 20);
+  log(`  HTTP page (median of ${pages.n}): ${pages.firstByteMs.toFixed(1)} ms to the first byte, ${pages.totalMs.toFixed(1)} ms to the last\n`);
+}
+
+main().catch((err) => {
+  process.stderr.write(`${err instanceof Error ? err.stack : String(err)}\n`);
+  process.exit(1);
+});

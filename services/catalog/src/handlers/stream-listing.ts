@@ -1,0 +1,32 @@
+import { once } from "node:events";
+import type * as grpc from "@grpc/grpc-js";
+import type { MessageInitShape } from "@bufbuild/protobuf";
+import type { ListDatasetsRequest, ListDatasetsResponseSchema } from "@exportsvc/proto";
+import type { ListDatasetsResult } from "./list-datasets";
+
+type ListingMessage = MessageInitShape<typeof ListDatasetsResponseSchema>;
+export type ListingCall = grpc.ServerWritableStream<ListDatasetsRequest, ListingMessage>;
+
+/**
+ * Sends a listing down ListDatasets' stream: the head, then the rendered entry pieces
+ * (docs/catalog.md, "Streaming the listing"). Waits for the HTTP/2 window when the gateway (and
+ * its client) read slower than the pieces are written; stops when the call is cancelled.
+ */
+export async function streamListing(call: ListingCall, listing: ListDatasetsResult): Promise<void> {
+  let gone = call.cancelled;
+  const markGone = () => void (gone = true);
+  call.once("cancelled", markGone);
+  const goneSignal = new Promise<void>((resolve) => call.once("cancelled", () => resolve()));
+  const send = async (message: ListingMessage) => {
+    if (!call.write(message)) await Promise.race([once(call, "drain"), goneSignal]);
+  };
+  try {
+    await send({ part: { case: "head", value: { etag: listing.etag, notModified: listing.notModified ?? false } } });
+    for (const piece of listing.pieces) {
+      if (gone) return;
+      await send({ part: { case: "entries", value: piece } });
+    }
+  } finally {
+    call.off("cancelled", markGone);
+  }
+}

@@ -1,0 +1,75 @@
+/**
+ * The sync client against the real stack (services as processes, real PostgreSQL): a full sync
+ * equals the source in PostgreSQL and SQLite; an unchanged organization costs one listing request;
+ * edits, new submissions, removed grid rows and deleted resources reach the copy.
+ */
+import { waitFor } from "../../support/forms";
+import { copyRows, syncOnce, withTarget } from "./harness";
+import { expectCopyEqualsSource, hygieneOrg, syncClientStack } from "./shared";
+
+describe("sync client: core loader rules", () => {
+  const stack = syncClientStack();
+
+  const demoOrg = () => ({
+    listing: async () => (await (await stack.e2e.get("/v1/datasets")).json()) as any[],
+    page: async (key: string, params: Record<string, string | number | undefined> = {}) => {
+      const qs = new URLSearchParams();
+      for (const [k, v] of Object.entries(params)) if (v !== undefined) qs.set(k, String(v));
+      const res = await stack.e2e.get(`/v1/datasets/${key}/csv?${qs}`);
+      const { parseCsvPage } = await import("../../support/csv");
+      return parseCsvPage(Buffer.from(await res.arrayBuffer()));
+    },
+  });
+
+  it.each(["postgres", "sqlite"] as const)("a full sync of the demo organization into %s equals the source; a second sync costs one listing request", async (kind) => {
+    const db = await stack.target(kind);
+    const first = await syncOnce(stack.e2e.baseUrl, stack.e2e.apiKey, db.url, { limit: 7 });
+    expect(first.summary.failed).toEqual([]);
+    expect(first.summary.synced.length).toBeGreaterThan(10);
+    expect(first.summary.rows).toBeGreaterThan(0);
+    await expectCopyEqualsSource(demoOrg(), db);
+    const again = await syncOnce(stack.e2e.baseUrl, stack.e2e.apiKey, db.url, { limit: 7 });
+    expect(again.summary.listing).toBe("not-modified");
+    expect({ listings: again.listings, pages: again.pages }).toEqual({ listings: 1, pages: 0 });
+  }, 180_000);
+
+  it.each(["postgres", "sqlite"] as const)("%s: an edit, a new submission, a removed grid row reach the copy; a deleted resource goes at once (deletion feed)", async (kind) => {
+    const { id, org, submission } = await hygieneOrg(stack.e2e);
+    const db = await stack.target(kind);
+    const run = (opts = {}) => syncOnce(stack.e2e.baseUrl, org.secret, db.url, { limit: 2, ...opts });
+    expect((await run()).summary.failed).toEqual([]);
+    await expectCopyEqualsSource(org, db);
+
+    const gridBefore = (await org.page("hygiene_round__items")).rows.length;
+    await org.apply({
+      submissions: [
+        submission(1, { area: "Bakery", score: 3, items: [{ item: "floor" }, { item: "walls" }] }),
+        submission(3, { area: "Dock", score: 5, items: [{ item: "ramp" }] }),
+      ],
+      delete: { suppliers: [id("sup:2")] },
+    });
+    await waitFor("the edit exported", async () => {
+      const items = (await org.page("hygiene_round__items")).rows;
+      return items.length === gridBefore && items.some((r) => r.item === "ramp") && !items.some((r) => r.item === "ceiling");
+    });
+    const incremental = await run();
+    expect(incremental.summary.failed).toEqual([]);
+    expect(incremental.summary.synced).toEqual(expect.arrayContaining(["hygiene_round", "hygiene_round__items"]));
+    // The grid copy lost its third row of submission 1 (renumbered export), the rest is equal.
+    const grid = await copyRows(db, "hygiene_round__items", ["id", "row_index", "item"]);
+    expect(grid.filter((r) => r.id === id("sub:1")).map((r) => [r.row_index, r.item]).sort()).toEqual([["1", "floor"], ["2", "walls"]]);
+    const subs = await copyRows(db, "hygiene_round", ["id", "score"]);
+    expect(subs.find((r) => r.id === id("sub:1"))?.score).toBe("3");
+    expect(subs.map((r) => r.id)).toContain(id("sub:3"));
+    // The deletion feed removed the supplier in the incremental sync.
+    expect((await copyRows(db, "resources_suppliers", ["id"])).map((r) => r.id)).not.toContain(id("sup:2"));
+    // The scheduled full re-read still runs and finds the copy exact.
+    const full = await run({ fullEveryMs: 0 });
+    expect(full.summary.failed).toEqual([]);
+    await expectCopyEqualsSource(org, db);
+    // The state records the full read.
+    const state = await withTarget(db.url, (t) => t.loadState());
+    expect(state.datasets.get("resources_suppliers")?.lastFullReadAt).toBeTruthy();
+    expect(state.datasets.get("resources_suppliers")?.inProgress).toBe(false);
+  }, 120_000);
+});
