@@ -10,7 +10,7 @@
  */
 import { randomBytes } from "node:crypto";
 import { existsSync, mkdirSync, readFileSync, writeFileSync } from "node:fs";
-import { join } from "node:path";
+import { join, relative } from "node:path";
 import { inspect } from "node:util";
 import { createPool, migrate, startEmbeddedPostgres, type EmbeddedDatabase } from "@exportsvc/db";
 import { seedDemo } from "@exportsvc/exportctl";
@@ -112,10 +112,11 @@ async function main(): Promise<void> {
   const ports = await planPorts(!databaseUrl);
   if (!databaseUrl) {
     const port = ports["embedded PostgreSQL"];
-    process.stdout.write(`DATABASE_URL is unset: starting an embedded PostgreSQL on port ${port} (data in .data/pg)\n`);
+    process.stdout.write(`DATABASE_URL is unset: starting an embedded PostgreSQL on port ${port}\n`);
     embedded = await startEmbeddedPostgres(join(DATA_DIR, "pg"), port).catch((err: unknown) => {
-      throw new StartError(`the embedded PostgreSQL (EMBEDDED_PG_PORT ${port}, data in .data/pg) did not start: ${describe(err)}`);
+      throw new StartError(`the embedded PostgreSQL (EMBEDDED_PG_PORT ${port}) did not start: ${describe(err)}`);
     });
+    process.stdout.write(`embedded PostgreSQL: data in ${relative(ROOT, embedded.dataDir).startsWith("..") ? embedded.dataDir : relative(ROOT, embedded.dataDir)}\n`);
     databaseUrl = embedded.url;
   }
   try {

@@ -37,10 +37,10 @@ export function runService<Config, Service extends StoppableService>(options: Se
         .stop()
         .then(() => telemetry?.shutdown())
         .then(
-          () => process.exit(0),
+          () => exitAfterLogs(log, 0),
           (err: unknown) => {
             log.error({ err }, "unclean stop");
-            process.exit(1);
+            exitAfterLogs(log, 1);
           },
         );
     };
@@ -48,3 +48,17 @@ export function runService<Config, Service extends StoppableService>(options: Se
     process.once("SIGINT", onSignal);
   });
 }
+
+/**
+ * Exits once every log line is written. The default pino destination writes asynchronously, and
+ * the synchronous flush it does at exit can overtake a write still in flight, so that "stopping"
+ * would appear after "unclean stop".
+ */
+function exitAfterLogs(log: Logger, code: number): void {
+  const exit = () => process.exit(code);
+  // A destination that broke (stdout closed) may never call back.
+  setTimeout(exit, LOG_FLUSH_TIMEOUT_MS);
+  log.flush(exit);
+}
+
+const LOG_FLUSH_TIMEOUT_MS = 2_000;

