@@ -70,6 +70,7 @@ export async function startCluster(opts: ClusterOptions): Promise<Cluster> {
 
   let redisPort: number | undefined;
   let redis: ChildProcess | undefined;
+  let closed = false;
   if (opts.redis && !spawnSync("redis-server", ["--version"]).error) {
     redisPort = await freePort();
     redis = await startRedisServer(redisPort);
@@ -111,7 +112,10 @@ export async function startCluster(opts: ClusterOptions): Promise<Cluster> {
       await stopChild(redis, "SIGTERM");
     },
     async startRedis() {
-      if (redisPort) redis = await startRedisServer(redisPort);
+      // A Redis-outage fault still sleeping when the run closes must not start a server nobody stops.
+      if (!redisPort || closed) return;
+      redis = await startRedisServer(redisPort);
+      if (closed) await stopChild(redis);
     },
     async createDatabase(name: string) {
       const admin = new Client({ connectionString: adminUrl });
@@ -125,6 +129,7 @@ export async function startCluster(opts: ClusterOptions): Promise<Cluster> {
       return adminUrl.replace(/\/postgres$/, `/${name}`);
     },
     async close() {
+      closed = true;
       await stack.stop("SIGTERM").catch(() => undefined);
       await proxy.close().catch(() => undefined);
       await stopChild(redis);
