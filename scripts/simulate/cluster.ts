@@ -106,7 +106,9 @@ export async function startCluster(opts: ClusterOptions): Promise<Cluster> {
     proxy,
     async restartPostgres() {
       await pg.stop();
+      if (closed) return;
       pg = await startEmbeddedPostgres(join(dataDir, "pg"), pgPort, "exportsvc");
+      if (closed) await pg.stop();
     },
     async stopRedis() {
       await stopChild(redis, "SIGTERM");
