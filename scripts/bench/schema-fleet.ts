@@ -33,7 +33,7 @@ async function main(): Promise<void> {
   const db = await provisionDatabase(`exportsvc_bench_fleet_${process.pid}`);
   const databaseUrl = db.url;
   const maxConcurrency = Math.max(...concurrencies);
-  const pool = createPool({ connectionString: databaseUrl, max: maxConcurrency * 2 + 2, applicationName: "bench-fleet" });
+  const pool = createPool({ connectionString: databaseUrl, max: maxConcurrency * 2 + 2, applicationName: "schema" });
   try {
     await migrate(pool);
     const seedStart = process.hrtime.bigint();

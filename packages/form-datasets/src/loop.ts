@@ -1,5 +1,8 @@
 import type { Pool, PoolClient } from "pg";
-import { applyPendingChanges, maintenanceLagSeconds, OrganizationRotation, type ApplyResult, type RebuildReport } from "./maintain";
+import { applyPendingChanges, emptyApplyResult, maintenanceLagSeconds, organizationFilter, OrganizationRotation, raiseHeldPendingFloors, type ApplyResult, type RebuildReport } from "./maintain";
+
+/** How often a draining loop raises held pending floors again (besides once at the end of each drain). */
+export const HELD_FLOOR_RAISE_INTERVAL_MS = 250;
 
 export const CHANGES_CHANNEL = "form_dataset_changes";
 
@@ -65,15 +68,23 @@ export function startMaintenanceLoop(pool: Pool, opts: MaintenanceLoopOptions = 
   const concurrency = Math.max(1, opts.concurrency ?? 1);
   const rotation = new OrganizationRotation();
 
-  // Replaced tables are dropped at most once a second, not after every step of every worker.
+  // Replaced tables are dropped at most once a second, and held pending floors raised again at most
+  // every HELD_FLOOR_RAISE_INTERVAL_MS (and once as a drain ends), not after every step of every
+  // worker: while writers keep an organization's floors held, each raise finds them held again, and
+  // raising hundreds of them per step made a fleet's builds quadratic (issue 15).
   let lastDrop = 0;
+  let lastRaise = 0;
+  const orgFilter = organizationFilter(opts);
   const work = async () => {
     for (;;) {
       if (stopped) return;
       const dropRetired = Date.now() - lastDrop >= 1000;
       if (dropRetired) lastDrop = Date.now();
+      const raiseHeldFloors = Date.now() - lastRaise >= HELD_FLOOR_RAISE_INTERVAL_MS;
+      if (raiseHeldFloors) lastRaise = Date.now();
       const result = await applyPendingChanges(pool, {
         dropRetired,
+        raiseHeldFloors,
         batchSize,
         maxRebuilds: 1,
         rotation,
@@ -83,7 +94,7 @@ export function startMaintenanceLoop(pool: Pool, opts: MaintenanceLoopOptions = 
         rebuildParallelism: opts.rebuildParallelism,
         onRebuild: opts.onRebuild,
       });
-      if (result.consumed + result.rebuilds + result.droppedTables > 0) opts.onApplied?.(result);
+      if (result.consumed + result.rebuilds + result.droppedTables + result.raisedFloors > 0) opts.onApplied?.(result);
       // A rebuild or a non-empty batch means more may be waiting (a batch holds one organization's
       // changes); an empty step ends this worker. Deferred rows wait for the next wake or poll.
       if (result.rebuilds === 0 && result.consumed === 0) break;
@@ -96,6 +107,11 @@ export function startMaintenanceLoop(pool: Pool, opts: MaintenanceLoopOptions = 
       const settled = await Promise.allSettled(Array.from({ length: concurrency }, work));
       const failure = settled.find((s): s is PromiseRejectedResult => s.status === "rejected");
       if (failure) throw failure.reason;
+      if (!stopped) {
+        lastRaise = Date.now();
+        const raisedFloors = await raiseHeldPendingFloors(pool, orgFilter, batchSize);
+        if (raisedFloors > 0) opts.onApplied?.({ ...emptyApplyResult(), raisedFloors });
+      }
     } while (again && !stopped);
   };
 

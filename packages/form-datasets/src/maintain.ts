@@ -36,6 +36,8 @@ export interface ApplyOptions {
   rotation?: OrganizationRotation;
   /** Drop replaced tables past their grace at the end of the pass (default true). */
   dropRetired?: boolean;
+  /** Raise again the pending floors something held back (default true; see raiseHeldPendingFloors). */
+  raiseHeldFloors?: boolean;
 }
 
 /**
@@ -95,7 +97,11 @@ export interface ApplyResult {
   raisedFloors: number;
 }
 
-const emptyResult = (): ApplyResult => ({ consumed: 0, submissions: 0, rebuilds: 0, failedForms: 0, deferred: 0, droppedTables: 0, raisedFloors: 0 });
+/** The organizations a consumer is limited to (null: all), from its options. */
+export const organizationFilter = (opts: { organizationId?: string; organizationIds?: string[] }): string[] | null =>
+  opts.organizationIds ?? (opts.organizationId ? [opts.organizationId] : null);
+
+export const emptyApplyResult = (): ApplyResult => ({ consumed: 0, submissions: 0, rebuilds: 0, failedForms: 0, deferred: 0, droppedTables: 0, raisedFloors: 0 });
 
 /**
  * Raises again the pending floors something held back when they were last raised (an open writer,
@@ -103,7 +109,7 @@ const emptyResult = (): ApplyResult => ({ consumed: 0, submissions: 0, rebuilds:
  * it, a form whose last consumer ran beside an open writer would keep its newest rows back until
  * its next change. A form another worker holds is skipped (that worker raises it as it commits).
  */
-async function raiseHeldPendingFloors(pool: Pool, orgFilter: string[] | null, limit: number): Promise<number> {
+export async function raiseHeldPendingFloors(pool: Pool, orgFilter: string[] | null, limit: number): Promise<number> {
   // Answered by the partial index form_dataset_pending_floors_held; nothing held, no transaction.
   const held = await pool.query<{ organization_id: string; form_id: string }>(
     `SELECT organization_id, form_id FROM form_dataset_pending_floors
@@ -132,15 +138,15 @@ async function raiseHeldPendingFloors(pool: Pool, orgFilter: string[] | null, li
  */
 export async function applyPendingChanges(pool: Pool, opts: ApplyOptions = {}): Promise<ApplyResult> {
   const batchSize = opts.batchSize ?? 500;
-  const result = emptyResult();
+  const result = emptyApplyResult();
   const maxRebuilds = opts.maxRebuilds ?? batchSize;
-  const orgFilter = opts.organizationIds ?? (opts.organizationId ? [opts.organizationId] : null);
+  const orgFilter = organizationFilter(opts);
   for (let i = 0; i < maxRebuilds; i++) {
     const rebuilt = await runOneRebuildRequest(pool, orgFilter, result, opts.rebuildParallelism, opts.onRebuild, opts.rotation);
     if (!rebuilt) break;
   }
   await applySubmissionChanges(pool, batchSize, orgFilter, result, opts.rotation);
-  result.raisedFloors = await raiseHeldPendingFloors(pool, orgFilter, batchSize);
+  if (opts.raiseHeldFloors !== false) result.raisedFloors = await raiseHeldPendingFloors(pool, orgFilter, batchSize);
   if (opts.dropRetired === false) return result;
   const client = await pool.connect();
   try {

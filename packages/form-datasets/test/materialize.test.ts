@@ -991,6 +991,43 @@ describe("pending floors (issue 15): pages read the form's floor, which its cons
     }
   });
 
+  it("the maintenance loop raises a held floor once nothing holds it (a step told raiseHeldFloors: false leaves it)", async () => {
+    const orgId = await createTestOrganization(pool);
+    const formId = await insertForm(pool, orgId, "Loop floored", [field("text", "title", "Title")]);
+    await drain(orgId);
+    const writer = new Client({ connectionString: testDatabaseUrl(), application_name: "source-system" });
+    await writer.connect();
+    try {
+      await writer.query("BEGIN");
+      await writer.query("SELECT pg_current_xact_id()");
+      const submission = await insertSubmission(pool, orgId, formId, {});
+      const stamp = await stampOf(orgId, submission);
+      await drain(orgId);
+      expect((await floorOf(orgId, formId)).held).toBe(true);
+      await writer.query("ROLLBACK");
+
+      // A step told not to raise held floors leaves it held: the loop decides when raising is due.
+      expect((await applyPendingChanges(pool, { organizationId: orgId, raiseHeldFloors: false })).raisedFloors).toBe(0);
+      expect((await floorOf(orgId, formId)).held).toBe(true);
+
+      // The loop finds nothing to consume, yet raises the held floor, and says so.
+      const applied: number[] = [];
+      const loop = startMaintenanceLoop(pool, { pollIntervalMs: 600_000, organizationId: orgId, onApplied: (r) => applied.push(r.raisedFloors) });
+      try {
+        const deadline = Date.now() + 20_000;
+        while ((await floorOf(orgId, formId)).held && Date.now() < deadline) await new Promise((r) => setTimeout(r, 50));
+      } finally {
+        await loop.stop();
+      }
+      const raised = await floorOf(orgId, formId);
+      expect(raised.held).toBe(false);
+      expect(raised.micros).toBeGreaterThan(stamp);
+      expect(applied.some((n) => n >= 1)).toBe(true);
+    } finally {
+      await writer.end();
+    }
+  });
+
   it("a page never passes a change still pending; consuming it raises the floor past it", async () => {
     const orgId = await createTestOrganization(pool);
     const formId = await insertForm(pool, orgId, "Pending", [field("text", "title", "Title")]);
