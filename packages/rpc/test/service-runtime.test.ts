@@ -2,6 +2,7 @@ import { createServer, type AddressInfo, type Server } from "node:net";
 import * as grpc from "@grpc/grpc-js";
 import { createLogger, Errors } from "@exportsvc/common";
 import { Health, HealthCheckResponse_ServingStatus, SchemaService, type HealthCheckResponse } from "@exportsvc/proto";
+import { freePort } from "../../../scripts/lib/ports";
 import { createClient, serve, serviceDefinition, startGrpcService, type GrpcServiceOptions, type GrpcServiceSettings } from "../src";
 
 const log = createLogger("service-runtime-test", "silent");
@@ -10,15 +11,6 @@ const SETTINGS: GrpcServiceSettings = { GRPC_HOST: "127.0.0.1", GRPC_PORT: 0, SH
 /** Records the order in which the runtime releases things. */
 function fakePool(events: string[]) {
   return { totalCount: 3, idleCount: 2, waitingCount: 0, end: async () => void events.push("pool.end") };
-}
-
-/** A port free now, so background work can call the server it starts beside. */
-async function freePort(): Promise<number> {
-  const probe = createServer();
-  await new Promise<void>((resolve) => probe.listen(0, "127.0.0.1", resolve));
-  const { port } = probe.address() as AddressInfo;
-  await new Promise<void>((resolve) => probe.close(() => resolve()));
-  return port;
 }
 
 /** The status's name ("SERVING"); rejects with the bare gRPC error (e.g. NOT_FOUND) the Check failed with. */
