@@ -116,6 +116,9 @@ export async function startCluster(opts: ClusterOptions): Promise<Cluster> {
     async startRedis() {
       // A Redis-outage fault still sleeping when the run closes must not start a server nobody stops.
       if (!redisPort || closed) return;
+      // Also called to make sure Redis is back after the faults: a second server would fail to bind
+      // and, once it replaced this reference, leave the running one without an owner to stop it.
+      if (redis && redis.exitCode === null && redis.signalCode === null) return;
       redis = await startRedisServer(redisPort);
       if (closed) await stopChild(redis);
     },

