@@ -74,6 +74,8 @@ export function startMaintenanceLoop(pool: Pool, opts: MaintenanceLoopOptions = 
   // raising hundreds of them per step made a fleet's builds quadratic (issue 15).
   let lastDrop = 0;
   let lastRaise = 0;
+  // Steps that left held floors alone since the last raise: a drain that ends with some raises once more.
+  let stepsSinceRaise = 0;
   const orgFilter = organizationFilter(opts);
   const work = async () => {
     for (;;) {
@@ -82,6 +84,7 @@ export function startMaintenanceLoop(pool: Pool, opts: MaintenanceLoopOptions = 
       if (dropRetired) lastDrop = Date.now();
       const raiseHeldFloors = Date.now() - lastRaise >= HELD_FLOOR_RAISE_INTERVAL_MS;
       if (raiseHeldFloors) lastRaise = Date.now();
+      stepsSinceRaise = raiseHeldFloors ? 0 : stepsSinceRaise + 1;
       const result = await applyPendingChanges(pool, {
         dropRetired,
         raiseHeldFloors,
@@ -107,8 +110,9 @@ export function startMaintenanceLoop(pool: Pool, opts: MaintenanceLoopOptions = 
       const settled = await Promise.allSettled(Array.from({ length: concurrency }, work));
       const failure = settled.find((s): s is PromiseRejectedResult => s.status === "rejected");
       if (failure) throw failure.reason;
-      if (!stopped) {
+      if (!stopped && stepsSinceRaise > 0) {
         lastRaise = Date.now();
+        stepsSinceRaise = 0;
         const raisedFloors = await raiseHeldPendingFloors(pool, orgFilter, batchSize);
         if (raisedFloors > 0) opts.onApplied?.({ ...emptyApplyResult(), raisedFloors });
       }
