@@ -1,5 +1,5 @@
 import { spawnSync } from "node:child_process";
-import { copyFileSync, mkdtempSync, readFileSync, writeFileSync } from "node:fs";
+import { copyFileSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { parse, stringify } from "yaml";
@@ -78,6 +78,7 @@ describe("alert rules under promtool test rules", () => {
     writeFileSync(join(dir, "rules.yaml"), stringify({ groups: parse(rendered) }));
     copyFileSync(CASES, join(dir, "cases.yaml"));
     const result = spawnSync("promtool", ["test", "rules", "cases.yaml"], { cwd: dir, encoding: "utf8" });
+    rmSync(dir, { recursive: true, force: true });
     expect({ status: result.status, output: result.status === 0 ? "" : `${result.stdout}${result.stderr}` }).toEqual({ status: 0, output: "" });
     expect(result.stdout).toContain("SUCCESS");
   });

@@ -1,4 +1,4 @@
-import { mkdtempSync, writeFileSync } from "node:fs";
+import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import * as grpc from "@grpc/grpc-js";
@@ -32,6 +32,7 @@ function officialClient(port: number): HealthClient {
   const dir = mkdtempSync(join(tmpdir(), "health-proto-"));
   writeFileSync(join(dir, "health.proto"), HEALTH_PROTO);
   const definition = loadSync(join(dir, "health.proto"), { enums: String, defaults: true });
+  rmSync(dir, { recursive: true, force: true });
   const pkg = grpc.loadPackageDefinition(definition) as any;
   return new pkg.grpc.health.v1.Health(`127.0.0.1:${port}`, grpc.credentials.createInsecure()) as HealthClient;
 }

@@ -1,4 +1,4 @@
-import { mkdtempSync, readdirSync, readFileSync, writeFileSync } from "node:fs";
+import { mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import Ajv from "ajv";
@@ -126,6 +126,7 @@ describe("README.md (Parameters generated from values.yaml by readme-generator-f
     writeFileSync(join(dir, "values.yaml"), `${valuesText}\nundocumentedKnob: 1\n`);
     expect(() => generateChartReadme(join(dir, "values.yaml"))).toThrow(ChartReadmeError);
     expect(() => generateChartReadme(join(dir, "values.yaml"))).toThrow(/Missing metadata for key: undocumentedKnob/);
+    rmSync(dir, { recursive: true, force: true });
   });
 
   it("states defaults written into a @param (objects with dotted keys) as values.yaml has them", () => {

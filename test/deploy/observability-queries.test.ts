@@ -1,5 +1,5 @@
 import { execFileSync } from "node:child_process";
-import { existsSync, mkdtempSync, readFileSync, writeFileSync } from "node:fs";
+import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { parse, stringify } from "yaml";
@@ -99,12 +99,17 @@ describe("alerting rules (charts/dataset-export/rules/alerts.yaml)", () => {
   });
 
   it("pass promtool check rules (when promtool is installed) and the parser check (always)", () => {
-    const file = join(mkdtempSync(join(tmpdir(), "rules-")), "rules.yaml");
+    const dir = mkdtempSync(join(tmpdir(), "rules-"));
+    const file = join(dir, "rules.yaml");
     writeFileSync(file, stringify({ groups: parse(renderedRulesText) }));
     const tool = promtool();
-    if (tool) {
-      const out = execFileSync(tool, ["check", "rules", file], { encoding: "utf8" });
-      expect(out).toContain(`SUCCESS: ${alerts.length} rules found`);
+    try {
+      if (tool) {
+        const out = execFileSync(tool, ["check", "rules", file], { encoding: "utf8" });
+        expect(out).toContain(`SUCCESS: ${alerts.length} rules found`);
+      }
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
     }
     expect(renderedAlerts.every((a) => parsePromql(a.expr).errors.length === 0)).toBe(true);
   });

@@ -3,7 +3,7 @@
  * restarted, it ends with no duplicate and no gap (verify passes); watch syncs what moved and stops
  * cleanly on SIGTERM; status reports per dataset; the key never appears in any output.
  */
-import { mkdtempSync, writeFileSync } from "node:fs";
+import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { startE2E, type E2E } from "../../support/fixture";
@@ -16,12 +16,15 @@ describe("dataset-sync CLI", () => {
   let e2e: E2E;
   const targets: TargetDb[] = [];
   const outputs: CliRun[] = [];
+  /** Temporary directories (one holds an API key file), removed at the end. */
+  const tempDirs: string[] = [];
   beforeAll(async () => {
     e2e = await startE2E();
   }, 120_000);
   afterAll(async () => {
     for (const run of outputs) if (run.child.exitCode === null && run.child.signalCode === null) run.child.kill("SIGKILL");
     for (const t of targets) await t.drop().catch(() => undefined);
+    for (const dir of tempDirs) rmSync(dir, { recursive: true, force: true });
     await e2e?.stop();
   });
 
@@ -90,6 +93,7 @@ describe("dataset-sync CLI", () => {
     const db = await newPostgresTarget();
     targets.push(db);
     const dir = mkdtempSync(join(tmpdir(), "sync-key-"));
+    tempDirs.push(dir);
     const keyFile = join(dir, "key");
     writeFileSync(keyFile, `${org.secret}\n`, { mode: 0o600 });
     const env = { EXPORT_BASE_URL: e2e.baseUrl, EXPORT_API_KEY_FILE: keyFile, SYNC_TARGET: db.url };
