@@ -2,7 +2,7 @@
  * The benches' own database: a fresh one on DATABASE_URL's server (or BENCH_DATABASE_URL as is, where
  * a bench offers it), dropped at the end unless BENCH_KEEP=1.
  */
-import { Client } from "pg";
+import { createDatabase, databaseExists, databaseUrl, dropDatabase } from "@exportsvc/db";
 
 /** The server the bench databases are created on. */
 export const adminUrl = (): string => process.env.DATABASE_URL || "postgres://postgres@127.0.0.1:5432/postgres";
@@ -22,36 +22,16 @@ export interface ProvisionOptions {
   keep?: boolean;
 }
 
-async function admin<T>(run: (client: Client) => Promise<T>): Promise<T> {
-  const client = new Client({ connectionString: adminUrl() });
-  await client.connect();
-  try {
-    return await run(client);
-  } finally {
-    await client.end();
-  }
-}
-
 /** Provisions the database `name` (a trusted identifier) on DATABASE_URL's server. */
 export async function provisionDatabase(name: string, options: ProvisionOptions = {}): Promise<BenchDatabase> {
   if (options.benchDatabaseUrl && process.env.BENCH_DATABASE_URL) return { url: process.env.BENCH_DATABASE_URL, drop: async () => undefined };
-  await admin(async (c) => {
-    if (options.reuse) {
-      const exists = (await c.query("SELECT 1 FROM pg_database WHERE datname = $1", [name])).rowCount;
-      if (!exists) await c.query(`CREATE DATABASE ${name}`);
-    } else {
-      await c.query(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`);
-      await c.query(`CREATE DATABASE ${name}`);
-    }
-  });
-  const url = new URL(adminUrl());
-  url.pathname = `/${name}`;
+  const server = adminUrl();
+  const url = options.reuse && (await databaseExists(server, name)) ? databaseUrl(server, name) : await createDatabase(server, name, { replace: true });
   const keep = options.keep ?? process.env.BENCH_KEEP === "1";
   return {
-    url: url.toString(),
+    url,
     drop: async () => {
-      if (keep) return;
-      await admin((c) => c.query(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`));
+      if (!keep) await dropDatabase(server, name);
     },
   };
 }

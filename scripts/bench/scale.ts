@@ -24,7 +24,8 @@
  */
 import { randomBytes, randomUUID } from "node:crypto";
 import { join } from "node:path";
-import { Client, type Pool } from "pg";
+import type { Pool } from "pg";
+import { provisionDatabase } from "./database";
 import { generateApiKey, hashApiKeySecret } from "@exportsvc/common";
 import { shapeFingerprint, type ColumnSpec } from "@exportsvc/datasets";
 import { createPool, migrate } from "@exportsvc/db";
@@ -70,14 +71,8 @@ async function main(): Promise<void> {
   const samples = Number(process.env.BENCH_SCALE_SAMPLES || 5);
   const concurrencyRows = big ? 50_000 : 10_000;
 
-  const adminUrl = process.env.DATABASE_URL || "postgres://postgres@127.0.0.1:5432/postgres";
-  const name = `exportsvc_bench_scale_${process.pid}`;
-  const admin = new Client({ connectionString: adminUrl });
-  await admin.connect();
-  await admin.query(`CREATE DATABASE ${name}`);
-  const url = new URL(adminUrl);
-  url.pathname = `/${name}`;
-  const databaseUrl = url.toString();
+  const db = await provisionDatabase(`exportsvc_bench_scale_${process.pid}`);
+  const databaseUrl = db.url;
   const pool = createPool({ connectionString: databaseUrl, max: 6, applicationName: "bench-scale" });
   const keyHashSecret = randomBytes(24).toString("base64url");
   let stack: RunningStack | undefined;
@@ -255,8 +250,7 @@ async function main(): Promise<void> {
   } finally {
     await stack?.stop().catch(() => undefined);
     await pool.end();
-    if (process.env.BENCH_KEEP !== "1") await admin.query(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`);
-    await admin.end();
+    await db.drop();
   }
 
   process.stdout.write(growthTable(points));

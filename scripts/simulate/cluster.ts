@@ -3,9 +3,8 @@ import { randomBytes } from "node:crypto";
 import { chmodSync, mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { Client } from "pg";
 import { generateApiKey, hashApiKeySecret } from "@exportsvc/common";
-import { createPool, migrate, startEmbeddedPostgres, type EmbeddedDatabase } from "@exportsvc/db";
+import { createDatabase, createPool, migrate, startEmbeddedPostgres, type EmbeddedDatabase } from "@exportsvc/db";
 import { createOrganization } from "@exportsvc/exportctl";
 import { accepts, startStack, type RunningStack } from "../lib/stack";
 import { freePort } from "../../test/support/ports";
@@ -122,17 +121,7 @@ export async function startCluster(opts: ClusterOptions): Promise<Cluster> {
       redis = await startRedisServer(redisPort);
       if (closed) await stopChild(redis);
     },
-    async createDatabase(name: string) {
-      const admin = new Client({ connectionString: adminUrl });
-      await admin.connect();
-      try {
-        await admin.query(`DROP DATABASE IF EXISTS ${name}`);
-        await admin.query(`CREATE DATABASE ${name}`);
-      } finally {
-        await admin.end();
-      }
-      return adminUrl.replace(/\/postgres$/, `/${name}`);
-    },
+    createDatabase: (name: string) => createDatabase(adminUrl, name, { replace: true }),
     async close() {
       closed = true;
       await stack.stop("SIGTERM").catch(() => undefined);

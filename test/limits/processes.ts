@@ -1,5 +1,5 @@
 import { spawn, spawnSync, type ChildProcess } from "node:child_process";
-import { freePort } from "../../scripts/lib/ports";
+import { freePort } from "../support/ports";
 import { join } from "node:path";
 import { createClient } from "redis";
 

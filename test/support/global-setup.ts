@@ -1,6 +1,5 @@
-import { Client } from "pg";
 import { join } from "node:path";
-import { createPool, migrate, startEmbeddedPostgres } from "@exportsvc/db";
+import { createDatabase, createPool, migrate, startEmbeddedPostgres } from "@exportsvc/db";
 
 /**
  * Gives the whole jest run one fresh, migrated database:
@@ -16,14 +15,8 @@ export default async function globalSetup(): Promise<void> {
     adminUrl = embedded.url;
   }
   const dbName = `exportsvc_test_${process.pid}_${Date.now().toString(36)}`;
-  const admin = new Client({ connectionString: adminUrl });
-  await admin.connect();
-  await admin.query(`CREATE DATABASE ${dbName}`);
-  await admin.end();
-  const url = new URL(adminUrl);
-  url.pathname = `/${dbName}`;
   process.env.TEST_ADMIN_DATABASE_URL = adminUrl;
-  process.env.TEST_DATABASE_URL = url.toString();
+  process.env.TEST_DATABASE_URL = await createDatabase(adminUrl, dbName);
   (globalThis as any).__TEST_DB__ = { adminUrl, dbName };
   const pool = createPool({ connectionString: process.env.TEST_DATABASE_URL });
   await migrate(pool);

@@ -6,3 +6,4 @@ export * from "./embedded";
 export * from "./connection-shares";
 export * from "./transaction";
 export * from "./copy-stream";
+export * from "./databases";

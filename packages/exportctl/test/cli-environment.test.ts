@@ -11,17 +11,14 @@ import { parse } from "yaml";
 import type { Pool } from "pg";
 import { keyHashSecretVerifier } from "@exportsvc/common";
 import { seedDemo } from "@exportsvc/exportctl";
+import { createDatabase, databaseUrl, dropDatabase } from "@exportsvc/db";
 import { buildDataset } from "@exportsvc/form-datasets";
 import { testDatabaseUrl, testPool } from "../../../test/support/db";
 import { CHILD_PROCESS_TIMEOUT, ROOT, runExportctl } from "./support/run-exportctl";
 
 const exportctl = (args: string[], env: Record<string, string | undefined> = {}) => runExportctl(args, { env });
 
-const withDatabase = (name: string) => {
-  const url = new URL(testDatabaseUrl());
-  url.pathname = `/${name}`;
-  return url.toString();
-};
+const withDatabase = (name: string) => databaseUrl(testDatabaseUrl(), name);
 const noStack = (text: string) => expect(text).not.toMatch(/\bat .+\.(ts|js):\d+|unexpected failure/);
 
 let pool: Pool;
@@ -68,7 +65,7 @@ describe("exportctl and a wrong environment", () => {
 
   test("an unmigrated database: 'run exportctl migrate' and exit 1, for pool and ORM commands alike; migrate then works", async () => {
     const name = `exportctl_unmigrated_${randomBytes(4).toString("hex")}`;
-    await pool.query(`CREATE DATABASE ${name}`);
+    await createDatabase(testDatabaseUrl(), name);
     try {
       for (const args of [["org", "list"], ["keys", "list"], ["apply", join(ROOT, "examples", "demo.yaml")], ["org", "delete", randomUUID()]]) {
         const r = await exportctl(args, { DATABASE_URL: withDatabase(name), KEY_HASH_SECRET: "x".repeat(20) });
@@ -80,7 +77,7 @@ describe("exportctl and a wrong environment", () => {
       expect(migrated.code).toBe(0);
       expect((await exportctl(["org", "list"], { DATABASE_URL: withDatabase(name) })).code).toBe(0);
     } finally {
-      await pool.query(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`);
+      await dropDatabase(testDatabaseUrl(), name);
     }
   }, CHILD_PROCESS_TIMEOUT);
 });

@@ -2,7 +2,7 @@ import { execFile } from "node:child_process";
 import { randomBytes } from "node:crypto";
 import { readFileSync } from "node:fs";
 import { join } from "node:path";
-import { Client } from "pg";
+import { createDatabase, dropDatabase } from "@exportsvc/db";
 import { parse as parseYaml } from "yaml";
 import { containerEnvironment, DEFAULT_VALUE_ARGS, helmTemplate, RELEASE, workloadOf, type K8sObject } from "../../../scripts/lib/chart";
 import { accepts } from "../../../scripts/lib/stack";
@@ -145,28 +145,6 @@ export interface ContainerStack {
   stop(): Promise<void>;
 }
 
-async function createDatabase(adminUrl: string, name: string): Promise<string> {
-  const admin = new Client({ connectionString: adminUrl });
-  await admin.connect();
-  try {
-    await admin.query(`CREATE DATABASE ${name}`);
-  } finally {
-    await admin.end();
-  }
-  const url = new URL(adminUrl);
-  url.pathname = `/${name}`;
-  return url.toString();
-}
-
-async function dropDatabase(adminUrl: string, name: string): Promise<void> {
-  const admin = new Client({ connectionString: adminUrl });
-  await admin.connect();
-  try {
-    await admin.query(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`);
-  } finally {
-    await admin.end();
-  }
-}
 
 /**
  * Creates the run's database, runs the migrations Job's command from the migrations image, lets

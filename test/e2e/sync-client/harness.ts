@@ -10,6 +10,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import Database from "better-sqlite3";
 import { Client } from "pg";
+import { createDatabase, dropDatabase } from "@exportsvc/db";
 import { ExportApiClient, SyncEngine, openTarget, type RunSummary, type SyncOptions, type Target } from "../../../packages/sync-client/src";
 import type { Row } from "../../support/forms";
 
@@ -26,22 +27,7 @@ export async function newPostgresTarget(): Promise<TargetDb> {
   const admin = process.env.TEST_ADMIN_DATABASE_URL;
   if (!admin) throw new Error("TEST_ADMIN_DATABASE_URL is not set: run through jest (global-setup)");
   const name = `sync_copy_${process.pid}_${randomBytes(4).toString("hex")}`;
-  const c = new Client({ connectionString: admin });
-  await c.connect();
-  await c.query(`CREATE DATABASE ${name}`);
-  await c.end();
-  const url = new URL(admin);
-  url.pathname = `/${name}`;
-  return {
-    url: url.toString(),
-    kind: "postgres",
-    drop: async () => {
-      const d = new Client({ connectionString: admin });
-      await d.connect();
-      await d.query(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`);
-      await d.end();
-    },
-  };
+  return { url: await createDatabase(admin, name), kind: "postgres", drop: () => dropDatabase(admin, name) };
 }
 
 export async function newSqliteTarget(): Promise<TargetDb> {
