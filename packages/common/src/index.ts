@@ -8,4 +8,5 @@ export * from "./service-main";
 export * from "./service-config";
 export * from "./writer-declaration";
 export * from "./uuid";
+export * from "./prepared-statement";
 export { ifNoneMatchHits } from "./etag";

@@ -1,5 +1,6 @@
 import { createHash } from "node:crypto";
 import type { Pool, PoolClient } from "pg";
+import { preparedStatement } from "@exportsvc/common";
 import type { ColumnSpec } from "./types";
 
 /** Anything that runs a query: a pool or a client inside a transaction. */
@@ -90,7 +91,7 @@ export async function loadRegistry(db: Queryable, organizationId: string): Promi
 
 /** One non-retired dataset, or undefined (unknown, retired, or another organization's key). */
 export async function loadRegistryEntry(db: Queryable, organizationId: string, key: string): Promise<RegistryEntry | undefined> {
-  const { rows } = await db.query<RegistryReadRow>(`${SELECT_ENTRIES} AND r.key = $2`, [organizationId, key]);
+  const { rows } = await db.query<RegistryReadRow>({ ...SELECT_ENTRY, values: [organizationId, key] });
   return rows[0] ? toEntry(rows[0]) : undefined;
 }
 
@@ -110,10 +111,15 @@ export async function ensureRegistryCurrent(
 }
 
 /** The sync check and one entry in one statement: `registry_pending` / `registry_empty` as in ensureRegistryCurrent. */
-const SELECT_ENTRY_IF_CURRENT = `
+// Every page runs it: prepared (planning it cost three times its execution).
+const SELECT_ENTRY_IF_CURRENT = preparedStatement(
+  "registry-entry-if-current",
+  `
   SELECT EXISTS (SELECT 1 FROM registry_sync_queue WHERE organization_id = $1) AS registry_pending,
          NOT EXISTS (SELECT 1 FROM dataset_registry WHERE organization_id = $1) AS registry_empty, e.*
-    FROM (SELECT 1) one LEFT JOIN LATERAL (${SELECT_ENTRIES} AND r.key = $2) e ON true`;
+    FROM (SELECT 1) one LEFT JOIN LATERAL (${SELECT_ENTRIES} AND r.key = $2) e ON true`,
+);
+const SELECT_ENTRY = preparedStatement("registry-entry", `${SELECT_ENTRIES} AND r.key = $2`);
 
 /**
  * ensureRegistryCurrent then loadRegistryEntry, in one round trip when the registry is current (the
@@ -125,7 +131,7 @@ export async function loadCurrentRegistryEntry(
   key: string,
   sync: (organizationId: string) => Promise<void>,
 ): Promise<RegistryEntry | undefined> {
-  const { rows } = await db.query<RegistryReadRow & { registry_pending: boolean; registry_empty: boolean }>(SELECT_ENTRY_IF_CURRENT, [organizationId, key]);
+  const { rows } = await db.query<RegistryReadRow & { registry_pending: boolean; registry_empty: boolean }>({ ...SELECT_ENTRY_IF_CURRENT, values: [organizationId, key] });
   if (rows[0].registry_pending || rows[0].registry_empty) {
     await sync(organizationId);
     return loadRegistryEntry(db, organizationId, key);

@@ -1,4 +1,4 @@
-import { DECLARED_ORGANIZATION_SQL_PATTERN, leadingUuid, type VisibilityHorizonHolder } from "@exportsvc/common";
+import { DECLARED_ORGANIZATION_SQL_PATTERN, leadingUuid, preparedStatement, type VisibilityHorizonHolder } from "@exportsvc/common";
 import type { Queryable } from "./registry";
 
 /**
@@ -87,13 +87,16 @@ const pendingPartOfForm = (formParam: string) => `${micros(`coalesce(fl.pending_
  * form's pending floor (NULL: the form has none). A floor bounds every change pending whenever it is
  * read, however old the snapshot (see raisePendingFloors), so it needs no statement of its own.
  */
-const PAGE_HORIZON_SQL = `
+const PAGE_HORIZON_SQL = preparedStatement(
+  "page-horizon",
+  `
 WITH ${SESSION_HOLDERS_CTE}
 SELECT ${SESSION_COLUMNS},
        ${micros("greatest(s.horizon, (SELECT f.horizon FROM export_visibility_floors f WHERE f.organization_id = $1::uuid))")} AS horizon,
        ${micros("fl.pending_from")} AS pending, fl.held
   FROM sessions s
-  LEFT JOIN form_dataset_pending_floors fl ON fl.organization_id = $1::uuid AND fl.form_id = $4::uuid`;
+  LEFT JOIN form_dataset_pending_floors fl ON fl.organization_id = $1::uuid AND fl.form_id = $4::uuid`,
+);
 
 /**
  * One export page of a form without a pending floor, form part: a statement of its own, so that its
@@ -101,7 +104,7 @@ SELECT ${SESSION_COLUMNS},
  * of pg_stat_activity; a submission committed in between must be seen here, as pending or as
  * applied). $1 org, $2 form.
  */
-const PAGE_PENDING_SQL = `SELECT ${pendingPartOfForm("$2::uuid")}`;
+const PAGE_PENDING_SQL = preparedStatement("page-pending", `SELECT ${pendingPartOfForm("$2::uuid")}`);
 /**
  * The listing: makes sure no page served after it uses a lower session horizon than its tokens do.
  * Only an open reader older than the horizon can later lower it (by turning into a writer: its
@@ -241,7 +244,7 @@ export async function awaitReplayed(replica: Queryable, lsn: string, maxWaitMs: 
  * primary; with `readReplica`, the page is to be read from that standby (see ReadReplica).
  */
 export async function pageHorizon(db: Queryable, organizationId: string, formId: string | null, readReplica?: ReadReplica): Promise<PageHorizon> {
-  const { rows } = await db.query<HorizonRow & { held: boolean | null }>(PAGE_HORIZON_SQL, [...params(organizationId), formId]);
+  const { rows } = await db.query<HorizonRow & { held: boolean | null }>({ ...PAGE_HORIZON_SQL, values: [...params(organizationId), formId] });
   const sessions = sessionHorizon(rows[0]);
   const floor = formId !== null && rows[0].pending !== null ? { pending: rows[0].pending, held: rows[0].held ?? true } : undefined;
   let pageSource = db;
@@ -250,7 +253,7 @@ export async function pageHorizon(db: Queryable, organizationId: string, formId:
     pageSource = readReplica.replica;
   }
   const pending =
-    formId === null ? undefined : (floor ?? (await pageSource.query<{ pending: string | null; held: boolean }>(PAGE_PENDING_SQL, [organizationId, formId])).rows[0]);
+    formId === null ? undefined : (floor ?? (await pageSource.query<{ pending: string | null; held: boolean }>({ ...PAGE_PENDING_SQL, values: [organizationId, formId] })).rows[0]);
   const pendingSince = opt(pending?.pending ?? null);
   const visibleBeforeMicros = pendingSince !== undefined && pendingSince < sessions.horizonMicros ? pendingSince : sessions.horizonMicros;
   return {
@@ -361,7 +364,7 @@ export async function raisePendingFloors(db: Queryable, organizationId: string, 
   if (formIds.length === 0) return;
   const isolation = (await db.query<{ level: string }>("SELECT current_setting('transaction_isolation') AS level")).rows[0].level;
   if (isolation !== "read committed") throw new Error(`raisePendingFloors needs READ COMMITTED (a snapshot per statement), not ${isolation}`);
-  const { rows } = await db.query<HorizonRow>(PAGE_HORIZON_SQL, [...params(organizationId), null]);
+  const { rows } = await db.query<HorizonRow>({ ...PAGE_HORIZON_SQL, values: [...params(organizationId), null] });
   const sessions = sessionHorizon(rows[0]);
   await db.query(RAISE_FLOORS_SQL, [organizationId.toLowerCase(), [...new Set(formIds.map((f) => f.toLowerCase()))], String(sessions.horizonMicros), String(sessions.nowMicros)]);
 }

@@ -1,5 +1,5 @@
 import type { Pool } from "pg";
-import { Errors, ifNoneMatchHits, isUuid, type Logger, type ServiceMetrics } from "@exportsvc/common";
+import { Errors, ifNoneMatchHits, isUuid, preparedStatement, type Logger, type ServiceMetrics } from "@exportsvc/common";
 import { awaitReplayed, listingHorizon, loadRegistry, REGISTRY_SYNC_NEEDED_SQL, ReplicaBehindError, type Queryable } from "@exportsvc/datasets";
 import { buildListing, renderPieces, versionEtag } from "../listing";
 import type { ListingCache } from "../listing-cache";
@@ -46,17 +46,21 @@ export interface ListDatasetsResult {
   pieces: readonly Buffer[];
 }
 
+const LISTING_VERSION = preparedStatement("catalog-listing-version", "SELECT version::text AS version FROM dataset_listing_versions WHERE organization_id = $1");
+
 /** The organization's stored listing version (migration 085), or null when it has none yet. */
 async function listingVersion(db: Queryable, organizationId: string): Promise<string | null> {
-  const { rows } = await db.query<{ version: string }>("SELECT version::text AS version FROM dataset_listing_versions WHERE organization_id = $1", [
-    organizationId,
-  ]);
+  const { rows } = await db.query<{ version: string }>({ ...LISTING_VERSION, values: [organizationId] });
   return rows[0]?.version ?? null;
 }
 
-const LISTING_STATE_SQL = `SELECT ${REGISTRY_SYNC_NEEDED_SQL} AS sync_needed,
+// Every listing and 304 runs it first: prepared once per connection, not parsed and planned each time.
+const LISTING_STATE = preparedStatement(
+  "catalog-listing-state",
+  `SELECT ${REGISTRY_SYNC_NEEDED_SQL} AS sync_needed,
             (SELECT version::text FROM dataset_listing_versions WHERE organization_id = $1) AS version,
-            EXISTS (SELECT 1 FROM form_dataset_changes WHERE organization_id = $1 AND kind = 'submission' AND source_last_modified IS NOT NULL) AS pending`;
+            EXISTS (SELECT 1 FROM form_dataset_changes WHERE organization_id = $1 AND kind = 'submission' AND source_last_modified IS NOT NULL) AS pending`,
+);
 
 interface OrganizationListingState {
   /** The registry must be synced first (read-your-writes). */
@@ -73,14 +77,14 @@ interface OrganizationListingState {
  * pending (the pending-stamp index).
  */
 async function organizationListingState(db: Queryable, organizationId: string): Promise<OrganizationListingState> {
-  // Named: prepared once per connection, so the statement every listing and 304 runs is not parsed and planned each time.
-  const { rows } = await db.query<{ sync_needed: boolean; version: string | null; pending: boolean }>({
-    name: "catalog-listing-state",
-    text: LISTING_STATE_SQL,
-    values: [organizationId],
-  });
+  const { rows } = await db.query<{ sync_needed: boolean; version: string | null; pending: boolean }>({ ...LISTING_STATE, values: [organizationId] });
   return { syncNeeded: rows[0].sync_needed, version: rows[0].version, pending: rows[0].pending };
 }
+
+const LATEST_SETTLES_AT = preparedStatement(
+  "catalog-latest-settles-at",
+  "SELECT (extract(epoch FROM max(settles_at)) * 1000000)::bigint::text AS settles FROM dataset_changes WHERE organization_id = $1",
+);
 
 /**
  * The version ETag if every dataset is settled at `version` (docs/catalog.md, "A cheap 304"), for
@@ -90,10 +94,7 @@ async function organizationListingState(db: Queryable, organizationId: string): 
  */
 async function settledEtag(db: Queryable, organizationId: string, version: string): Promise<string | undefined> {
   const horizon = await listingHorizon(db, organizationId, []);
-  const { rows } = await db.query<{ settles: string | null }>(
-    "SELECT (extract(epoch FROM max(settles_at)) * 1000000)::bigint::text AS settles FROM dataset_changes WHERE organization_id = $1",
-    [organizationId],
-  );
+  const { rows } = await db.query<{ settles: string | null }>({ ...LATEST_SETTLES_AT, values: [organizationId] });
   const { settles } = rows[0];
   if (settles !== null && BigInt(settles) >= horizon.horizonMicros) return undefined;
   return versionEtag(organizationId, version);

@@ -1,5 +1,5 @@
 import type { Pool } from "pg";
-import { Errors } from "@exportsvc/common";
+import { Errors, preparedStatement } from "@exportsvc/common";
 import { buildDeletionsQuery, DELETIONS_HEADER, tombstoneScope, type CursorPosition, type PageDataset } from "@exportsvc/datasets";
 import { create } from "@bufbuild/protobuf";
 import { ExportDeletionsResponseSchema, type ExportDeletionsRequest } from "@exportsvc/proto";
@@ -22,17 +22,19 @@ import { visibilityHorizon } from "../visibility";
 
 const HEADER = Buffer.from(`${DELETIONS_HEADER.map(csvField).join(",")}\n`, "utf8");
 
+const PRUNED_PAST = preparedStatement(
+  "deletions-pruned-past",
+  `SELECT (pruned_through_at, pruned_through_id) > ('epoch'::timestamptz + $3::bigint * interval '1 microsecond', $4::uuid) AS expired
+     FROM dataset_tombstone_watermarks WHERE organization_id = $1 AND scope = $2`,
+);
+
 /**
  * True when retention pruned a tombstone of this feed that lies after the cursor's position: the
  * client would miss it, so it must re-read the dataset in full. A cursor at or after the newest pruned
  * tombstone lost nothing, however old it is.
  */
 async function prunedPast(pool: Pool, organizationId: string, scope: string, after: CursorPosition): Promise<boolean> {
-  const { rows } = await pool.query<{ expired: boolean }>(
-    `SELECT (pruned_through_at, pruned_through_id) > ('epoch'::timestamptz + $3::bigint * interval '1 microsecond', $4::uuid) AS expired
-       FROM dataset_tombstone_watermarks WHERE organization_id = $1 AND scope = $2`,
-    [organizationId, scope, after.lastModifiedMicros.toString(), after.id],
-  );
+  const { rows } = await pool.query<{ expired: boolean }>({ ...PRUNED_PAST, values: [organizationId, scope, after.lastModifiedMicros.toString(), after.id] });
   return rows[0]?.expired ?? false;
 }
 
@@ -51,8 +53,13 @@ async function pendingTombstonesHorizon(pool: Pool, organizationId: string, scop
   // (submissions_tombstones_del: triggers fire in name order), so a pending change's tombstone is no
   // older than the change: only the feed's newest stretch is scanned, on its (organization, scope,
   // deleted_at) key, with no index on tombstone ids for deletes to maintain.
-  const { rows } = await pool.query<{ horizon: string | null }>(
-    `WITH pending AS (
+  const { rows } = await pool.query<{ horizon: string | null }>({ ...PENDING_TOMBSTONES_HORIZON, values: [organizationId, scope, scope.slice("form:".length)] });
+  return rows[0].horizon === null ? undefined : BigInt(rows[0].horizon);
+}
+
+const PENDING_TOMBSTONES_HORIZON = preparedStatement(
+  "deletions-pending-tombstones",
+  `WITH pending AS (
        SELECT c.submission_id, c.created_at FROM form_dataset_changes c
         WHERE c.organization_id = $1 AND c.form_id = $3::uuid AND c.kind = 'submission')
      SELECT (extract(epoch FROM min(t.deleted_at)) * 1000000)::bigint::text AS horizon
@@ -60,10 +67,7 @@ async function pendingTombstonesHorizon(pool: Pool, organizationId: string, scop
       WHERE t.organization_id = $1 AND t.scope = $2
         AND t.deleted_at >= (SELECT min(created_at) FROM pending)
         AND t.id IN (SELECT submission_id FROM pending)`,
-    [organizationId, scope, scope.slice("form:".length)],
-  );
-  return rows[0].horizon === null ? undefined : BigInt(rows[0].horizon);
-}
+);
 
 /**
  * ExportService.ExportDeletions: one page of a dataset's deletion feed as CSV bytes (`id`,
