@@ -5,3 +5,5 @@ export * from "./cursor";
 export * from "./sql";
 export * from "./tombstones";
 export * from "./visibility";
+export * from "./listing-state";
+export * from "./listing-cache";

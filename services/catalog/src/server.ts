@@ -5,7 +5,7 @@ import { createClient, handlerErrorMapping, serve, startGrpcService } from "@exp
 import type { CatalogConfig } from "./config";
 import { listDatasets, type ListDatasetsDeps } from "./handlers/list-datasets";
 import { streamListing } from "./handlers/stream-listing";
-import { ListingCache } from "./listing-cache";
+import { ListingCache } from "@exportsvc/datasets";
 
 export interface RunningCatalogService {
   port: number;

@@ -7,7 +7,7 @@ import { routeFallbackMiddleware } from "./http/route-fallback";
 import { requireHostMiddleware } from "./http/host";
 import { authenticateMiddleware, rateLimitMiddleware } from "./http/access-control";
 import { openRoutes, type BuildInfo, type DatabaseProbe } from "./routes/open";
-import { dataRoutes, type CatalogPort, type ExportPort } from "./routes/datasets";
+import { dataRoutes, type CatalogPort, type DataRouteDeps, type ExportPort } from "./routes/datasets";
 import { buildOpenApiDocument } from "./openapi/document";
 
 export const DEFAULT_CSV_HEAD_BYTES = 64 * 1024;
@@ -34,6 +34,8 @@ export interface AppDependencies {
   /** A CSV or listing response the client accepts nothing of for this long is aborted (STREAM_STALL_TIMEOUT_MS). */
   streamStallTimeoutMs?: number;
   problemTypeBaseUrl?: string;
+  /** The cheap 304 decided in the gateway (routes/datasets.ts); absent: every listing goes to the catalog. */
+  settledListings?: DataRouteDeps["settledListings"];
 }
 
 export function createApp(deps: AppDependencies): Koa {
@@ -54,6 +56,7 @@ export function createApp(deps: AppDependencies): Koa {
       streamStallTimeoutMs: deps.streamStallTimeoutMs ?? DEFAULT_STREAM_STALL_TIMEOUT_MS,
       logger: deps.logger,
       metrics: deps.metrics,
+      settledListings: deps.settledListings,
     }),
   ];
 

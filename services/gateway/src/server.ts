@@ -4,6 +4,7 @@ import type { AddressInfo } from "node:net";
 import { CatalogService, ExportService } from "@exportsvc/proto";
 import { createClient, traceMetadata } from "@exportsvc/rpc";
 import { createPool } from "@exportsvc/db";
+import { ListingCache, organizationListingState } from "@exportsvc/datasets";
 import { createLogger, createMetrics, isAppError, startMetricsServer, type MetricsServer, type ServiceMetrics } from "@exportsvc/common";
 import type { RateLimiter } from "./contracts";
 import { createApp } from "./app";
@@ -61,6 +62,8 @@ export async function start(config: GatewayConfig): Promise<RunningGateway> {
       exportDeletions: (request, traceId) => exportClient.exportDeletions(request, { metadata: traceMetadata(traceId) }),
     },
     probeDatabase: databaseProbe(pool, config.READINESS_TIMEOUT_MS),
+    // Verdicts only (maxBytes 0): a few dozen bytes per organization.
+    settledListings: { cache: new ListingCache(0), state: (organizationId) => organizationListingState(pool, organizationId) },
     build,
     logger,
     metrics,

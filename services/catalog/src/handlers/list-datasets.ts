@@ -1,8 +1,8 @@
 import type { Pool } from "pg";
 import { Errors, ifNoneMatchHits, isUuid, preparedStatement, type Logger, type ServiceMetrics } from "@exportsvc/common";
-import { awaitReplayed, listingHorizon, loadRegistry, REGISTRY_SYNC_NEEDED_SQL, ReplicaBehindError, type Queryable } from "@exportsvc/datasets";
+import { awaitReplayed, listingHorizon, loadRegistry, organizationListingState, ReplicaBehindError, type Queryable } from "@exportsvc/datasets";
 import { buildListing, renderPieces, versionEtag } from "../listing";
-import type { ListingCache } from "../listing-cache";
+import type { ListingCache } from "@exportsvc/datasets";
 
 export interface ListDatasetsDeps {
   pool: Pool;
@@ -44,6 +44,8 @@ export interface ListDatasetsResult {
   notModified?: boolean;
   /** The entries rendered as the API shows them, in pieces (renderPieces). */
   pieces: readonly Buffer[];
+  /** `etag` is this listing version's settled ETag (the gateway may then decide later 304s itself). */
+  settledVersion?: string;
 }
 
 const LISTING_VERSION = preparedStatement("catalog-listing-version", "SELECT version::text AS version FROM dataset_listing_versions WHERE organization_id = $1");
@@ -52,33 +54,6 @@ const LISTING_VERSION = preparedStatement("catalog-listing-version", "SELECT ver
 async function listingVersion(db: Queryable, organizationId: string): Promise<string | null> {
   const { rows } = await db.query<{ version: string }>({ ...LISTING_VERSION, values: [organizationId] });
   return rows[0]?.version ?? null;
-}
-
-// Every listing and 304 runs it first: prepared once per connection, not parsed and planned each time.
-const LISTING_STATE = preparedStatement(
-  "catalog-listing-state",
-  `SELECT ${REGISTRY_SYNC_NEEDED_SQL} AS sync_needed,
-            (SELECT version::text FROM dataset_listing_versions WHERE organization_id = $1) AS version,
-            EXISTS (SELECT 1 FROM form_dataset_changes WHERE organization_id = $1 AND kind = 'submission' AND source_last_modified IS NOT NULL) AS pending`,
-);
-
-interface OrganizationListingState {
-  /** The registry must be synced first (read-your-writes). */
-  syncNeeded: boolean;
-  /** The stored listing version, null before the organization has one. */
-  version: string | null;
-  /** A form change of the organization is pending: a form dataset's horizon may be lowered. */
-  pending: boolean;
-}
-
-/**
- * Everything a request decides before (perhaps) building the listing, in one statement on the
- * primary: whether the registry needs a sync, the listing version, and whether a form change is
- * pending (the pending-stamp index).
- */
-async function organizationListingState(db: Queryable, organizationId: string): Promise<OrganizationListingState> {
-  const { rows } = await db.query<{ sync_needed: boolean; version: string | null; pending: boolean }>({ ...LISTING_STATE, values: [organizationId] });
-  return { syncNeeded: rows[0].sync_needed, version: rows[0].version, pending: rows[0].pending };
 }
 
 const LATEST_SETTLES_AT = preparedStatement(
@@ -118,10 +93,10 @@ export async function listDatasets(deps: ListDatasetsDeps, organizationId: strin
       const etag = known?.etag ?? (await settledEtag(deps.pool, organizationId, state.version));
       if (etag !== undefined) {
         if (!known) deps.cache?.set(organizationId, state.version, etag);
-        if (ifNoneMatchHits(ifNoneMatch, etag)) return { etag, notModified: true, pieces: [] };
+        if (ifNoneMatchHits(ifNoneMatch, etag)) return { etag, notModified: true, pieces: [], settledVersion: state.version };
       }
     }
-    if (known?.pieces) return { etag: known.etag, pieces: known.pieces };
+    if (known?.pieces) return { etag: known.etag, pieces: known.pieces, settledVersion: state.version };
   }
   // Read before the registry: a change committed in between gives newer datasets under the older
   // version's ETag, which the next request then sees as changed (never the reverse).
@@ -135,6 +110,9 @@ export async function listDatasets(deps: ListDatasetsDeps, organizationId: strin
   // Every token settled: the ETag is the version's, so a 304 can be decided from the version alone.
   const listing = buildListing(entries, horizon, version === null ? undefined : versionEtag(organizationId, version));
   const pieces = renderPieces(listing.datasets);
-  if (listing.allSettled && version !== null) deps.cache?.set(organizationId, version, listing.etag, pieces);
+  if (listing.allSettled && version !== null) {
+    deps.cache?.set(organizationId, version, listing.etag, pieces);
+    return { etag: listing.etag, pieces, settledVersion: version };
+  }
   return { etag: listing.etag, pieces };
 }

@@ -21,7 +21,12 @@ export async function streamListing(call: ListingCall, listing: ListDatasetsResu
     if (!call.write(message)) await Promise.race([once(call, "drain"), goneSignal]);
   };
   try {
-    await send({ part: { case: "head", value: { etag: listing.etag, notModified: listing.notModified ?? false } } });
+    await send({
+      part: {
+        case: "head",
+        value: { etag: listing.etag, notModified: listing.notModified ?? false, ...(listing.settledVersion !== undefined ? { settledVersion: listing.settledVersion } : {}) },
+      },
+    });
     for (const piece of listing.pieces) {
       if (gone) return;
       await send({ part: { case: "entries", value: piece } });

@@ -15,6 +15,8 @@ export interface ListingResponseOptions extends StreamOptions {
   ifNoneMatch: string;
   /** CATALOG_DEADLINE_MS: the catalog must have built the listing (sent its head) within this. */
   headDeadlineMs: number;
+  /** Sees the head the catalog sent (the gateway remembers settled versions from it). */
+  onHead?: (head: ListingHead) => void;
 }
 
 const OPEN = Buffer.from("[");
@@ -35,9 +37,8 @@ export async function sendListing(ctx: Context, call: ListingStream, options: Li
   call.on("error", () => undefined);
   const messages = call[Symbol.asyncIterator]();
   const head = await readHead(messages, call, options.headDeadlineMs);
-  ctx.set("ETag", head.etag);
-  ctx.set("Cache-Control", "private, no-cache");
-  ctx.vary("Accept-Encoding");
+  options.onHead?.(head);
+  setListingHeaders(ctx, head.etag);
   if (head.notModified || (options.ifNoneMatch && head.etag && ifNoneMatchHits(options.ifNoneMatch, head.etag))) {
     call.cancel();
     ctx.status = 304;
@@ -58,6 +59,19 @@ export async function sendListing(ctx: Context, call: ListingStream, options: Li
     { contentType: "application/json; charset=utf-8", cacheControl: "private, no-cache", prefix: OPEN, suffix: CLOSE, wholeGzipMinBytes: GZIP_MIN_BYTES, what: "listing" },
     options,
   );
+}
+
+/** A listing's response headers, a 304's included. */
+function setListingHeaders(ctx: Context, etag: string): void {
+  ctx.set("ETag", etag);
+  ctx.set("Cache-Control", "private, no-cache");
+  ctx.vary("Accept-Encoding");
+}
+
+/** Answers the listing with 304 Not Modified, as the catalog's not_modified is answered. */
+export function sendListingNotModified(ctx: Context, etag: string): void {
+  setListingHeaders(ctx, etag);
+  ctx.status = 304;
 }
 
 /** The stream's first message, which must be the head, within the deadline (else the call is cancelled). */

@@ -2,9 +2,10 @@ import Router from "@koa/router";
 import type { Middleware, ParameterizedContext } from "koa";
 import type { MessageInitShape } from "@bufbuild/protobuf";
 import type { ExportCsvRequestSchema, ExportDeletionsRequestSchema } from "@exportsvc/proto";
-import { Errors, type Logger, type ServiceMetrics } from "@exportsvc/common";
+import { Errors, ifNoneMatchHits, type Logger, type ServiceMetrics } from "@exportsvc/common";
 import type { Principal } from "../contracts";
-import { sendListing, type ListingStream } from "../http/listing-response";
+import { sendListing, sendListingNotModified, type ListingStream } from "../http/listing-response";
+import { settledEtagHolds, type ListingCache, type OrganizationListingState } from "@exportsvc/datasets";
 import { parseCsvQuery } from "../csv/query";
 import { decodeComponentStrictly } from "../http/text-input";
 import { sendCsvStream, type CsvChunkStream, type CsvStreamOptions } from "../csv/stream-response";
@@ -35,6 +36,11 @@ export interface DataRouteDeps {
   streamStallTimeoutMs: number;
   logger: Logger;
   metrics?: ServiceMetrics;
+  /**
+   * The cheap 304 in the gateway (docs/catalog.md, "A cheap 304"): the settled listing versions the
+   * catalog reported (per replica, verdicts only) and the statement that says whether one still holds.
+   */
+  settledListings?: { cache: ListingCache; state: (organizationId: string) => Promise<OrganizationListingState> };
 }
 
 /** The data endpoints: the listing, one dataset's CSV page and one page of its deletion feed. */
@@ -45,13 +51,25 @@ export function dataRoutes(deps: DataRouteDeps): Router {
   router.get("/datasets", ...deps.guard, async (ctx) => {
     const principal = ctx.state.principal as Principal;
     const ifNoneMatch = ctx.get("if-none-match");
+    const settled = deps.settledListings;
+    if (ifNoneMatch && settled && (await stillSettled(settled, principal.organizationId, ifNoneMatch, deps.logger))) {
+      sendListingNotModified(ctx, settled.cache.latest(principal.organizationId)!.etag);
+      return;
+    }
     // With If-None-Match the catalog may answer notModified from the organization's stored listing
     // version without building the listing (docs/catalog.md, "A cheap 304").
     const call = deps.catalog.listDatasets(
       ifNoneMatch ? { organizationId: principal.organizationId, ifNoneMatch } : { organizationId: principal.organizationId },
       ctx.state.traceId as string,
     );
-    await sendListing(ctx, call, { ...csvStreamOptions(deps), ifNoneMatch, headDeadlineMs: deps.catalogDeadlineMs });
+    await sendListing(ctx, call, {
+      ...csvStreamOptions(deps),
+      ifNoneMatch,
+      headDeadlineMs: deps.catalogDeadlineMs,
+      onHead: (head) => {
+        if (head.settledVersion !== undefined) settled?.cache.set(principal.organizationId, head.settledVersion, head.etag);
+      },
+    });
   });
 
   router.get("/datasets/:datasetKey/csv", requireStreamFramingMiddleware(), ...deps.guard, async (ctx) => {
@@ -79,6 +97,27 @@ export function dataRoutes(deps: DataRouteDeps): Router {
   });
 
   return router;
+}
+
+/**
+ * True when If-None-Match names the ETag the catalog reported settled at a listing version and that
+ * version still holds (settledEtagHolds: one statement on the primary). Anything else, a failing
+ * statement included, goes to the catalog, which answers (or maps the failure) as always.
+ */
+async function stillSettled(
+  settled: NonNullable<DataRouteDeps["settledListings"]>,
+  organizationId: string,
+  ifNoneMatch: string,
+  logger: Logger,
+): Promise<boolean> {
+  const known = settled.cache.latest(organizationId);
+  if (!known || !ifNoneMatchHits(ifNoneMatch, known.etag)) return false;
+  try {
+    return settledEtagHolds(await settled.state(organizationId), known.version);
+  } catch (err) {
+    logger.warn({ err: (err as Error).message }, "listing state unreadable; the catalog answers");
+    return false;
+  }
 }
 
 /** The path's dataset key; a key that is not valid text names no dataset: answered here, never sent to the database. */

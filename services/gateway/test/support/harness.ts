@@ -67,6 +67,8 @@ export interface FakeListing {
   datasets: unknown[];
   etag: string;
   notModified?: boolean;
+  /** Sent in the head: the ETag is this listing version's settled ETag. */
+  settledVersion?: string;
   entriesPerPiece?: number;
   failAfterEntries?: number;
   failure?: AppError;
@@ -99,6 +101,7 @@ export interface HarnessOptions {
   http?: Partial<HttpServerLimits>;
   streamStallTimeoutMs?: number;
   catalogDeadlineMs?: number;
+  settledListings?: AppDependencies["settledListings"];
 }
 
 /** The gateway app in process, with real grpc-js servers running fake catalog/export handlers. */
@@ -144,6 +147,7 @@ export async function startHarness(options: HarnessOptions = {}): Promise<Harnes
     logger,
     metrics: options.metrics,
     streamStallTimeoutMs: options.streamStallTimeoutMs,
+    settledListings: options.settledListings,
   });
   const server: Server = createHttpServer(app.callback(), { ...DEFAULT_HTTP_LIMITS, ...options.http, logger, metrics: options.metrics });
   await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
@@ -173,7 +177,12 @@ export async function startFakeServices(state: FakeServiceState): Promise<{ port
       };
       const fail = () => listing.failure ?? new AppError({ status: 500, errorCode: "INTERNAL_ERROR", title: "Internal Server Error" });
       if (listing.failAfterEntries === 0) throw fail();
-      await send({ part: { case: "head", value: { etag: listing.etag, notModified: listing.notModified ?? false } } });
+      await send({
+        part: {
+          case: "head",
+          value: { etag: listing.etag, notModified: listing.notModified ?? false, ...(listing.settledVersion !== undefined ? { settledVersion: listing.settledVersion } : {}) },
+        },
+      });
       if (listing.notModified) return;
       const per = listing.entriesPerPiece ?? 50;
       for (let i = 0; i < listing.datasets.length; i += per) {

@@ -10,7 +10,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file exportsvc/v1/catalog.proto.
  */
 export const file_exportsvc_v1_catalog: GenFile = /*@__PURE__*/
-  fileDesc("ChpleHBvcnRzdmMvdjEvY2F0YWxvZy5wcm90bxIMZXhwb3J0c3ZjLnYxIlwKE0xpc3REYXRhc2V0c1JlcXVlc3QSFwoPb3JnYW5pemF0aW9uX2lkGAEgASgJEhoKDWlmX25vbmVfbWF0Y2gYAiABKAlIAIgBAUIQCg5faWZfbm9uZV9tYXRjaCIxCgtMaXN0aW5nSGVhZBIMCgRldGFnGAEgASgJEhQKDG5vdF9tb2RpZmllZBgCIAEoCCJcChRMaXN0RGF0YXNldHNSZXNwb25zZRIpCgRoZWFkGAEgASgLMhkuZXhwb3J0c3ZjLnYxLkxpc3RpbmdIZWFkSAASEQoHZW50cmllcxgCIAEoDEgAQgYKBHBhcnQyaQoOQ2F0YWxvZ1NlcnZpY2USVwoMTGlzdERhdGFzZXRzEiEuZXhwb3J0c3ZjLnYxLkxpc3REYXRhc2V0c1JlcXVlc3QaIi5leHBvcnRzdmMudjEuTGlzdERhdGFzZXRzUmVzcG9uc2UwAWIGcHJvdG8z");
+  fileDesc("ChpleHBvcnRzdmMvdjEvY2F0YWxvZy5wcm90bxIMZXhwb3J0c3ZjLnYxIlwKE0xpc3REYXRhc2V0c1JlcXVlc3QSFwoPb3JnYW5pemF0aW9uX2lkGAEgASgJEhoKDWlmX25vbmVfbWF0Y2gYAiABKAlIAIgBAUIQCg5faWZfbm9uZV9tYXRjaCJjCgtMaXN0aW5nSGVhZBIMCgRldGFnGAEgASgJEhQKDG5vdF9tb2RpZmllZBgCIAEoCBIcCg9zZXR0bGVkX3ZlcnNpb24YAyABKAlIAIgBAUISChBfc2V0dGxlZF92ZXJzaW9uIlwKFExpc3REYXRhc2V0c1Jlc3BvbnNlEikKBGhlYWQYASABKAsyGS5leHBvcnRzdmMudjEuTGlzdGluZ0hlYWRIABIRCgdlbnRyaWVzGAIgASgMSABCBgoEcGFydDJpCg5DYXRhbG9nU2VydmljZRJXCgxMaXN0RGF0YXNldHMSIS5leHBvcnRzdmMudjEuTGlzdERhdGFzZXRzUmVxdWVzdBoiLmV4cG9ydHN2Yy52MS5MaXN0RGF0YXNldHNSZXNwb25zZTABYgZwcm90bzM");
 
 /**
  * @generated from message exportsvc.v1.ListDatasetsRequest
@@ -58,6 +58,16 @@ export type ListingHead = Message<"exportsvc.v1.ListingHead"> & {
    * @generated from field: bool not_modified = 2;
    */
   notModified: boolean;
+
+  /**
+   * Set when etag is the ETag of this listing version with every dataset settled: it stays the
+   * listing's ETag while the organization's listing version is this one, no registry sync is due
+   * and no form change is pending, so the gateway may answer a matching If-None-Match with 304 after
+   * checking exactly that (docs/catalog.md, "A cheap 304").
+   *
+   * @generated from field: optional string settled_version = 3;
+   */
+  settledVersion?: string;
 };
 
 /**

@@ -1,6 +1,7 @@
 /**
- * What the catalog remembers about an organization's listing at one listing version
- * (dataset_listing_versions, migration 085), per process (docs/catalog.md, "A cheap 304"):
+ * What a process remembers about an organization's listing at one listing version
+ * (dataset_listing_versions, migration 085; docs/catalog.md, "A cheap 304"). The catalog keeps the
+ * rendered pieces too; the gateway keeps only the verdicts the catalog sent it (maxBytes 0):
  *
  * - that every dataset was settled at that version (no token depended on the visibility horizon),
  *   so its ETag is the version ETag. That stays true while the version does: anything that could
@@ -29,6 +30,11 @@ export class ListingCache {
   private bytes = 0;
 
   constructor(private readonly maxBytes: number) {}
+
+  /** The newest settled listing remembered for the organization, whatever the version is now. */
+  latest(organizationId: string): SettledListing | undefined {
+    return this.entries.get(organizationId);
+  }
 
   /** The organization's settled listing at exactly `version`, if remembered. */
   get(organizationId: string, version: string): SettledListing | undefined {

@@ -1,0 +1,88 @@
+/**
+ * The cheap 304 decided in the gateway (routes/datasets.ts; docs/catalog.md, "A cheap 304"): once
+ * the catalog reported an ETag settled at a listing version, a matching If-None-Match is answered
+ * 304 without a catalog call while the listing state says that version still holds; anything else
+ * goes to the catalog.
+ */
+import { request } from "undici";
+import { ListingCache, type OrganizationListingState } from "@exportsvc/datasets";
+import { auth, ORGANIZATION_ID, startHarness, type Harness } from "./support/harness";
+
+const ETAG = '"v-settled"';
+let h: Harness;
+let state: OrganizationListingState | Error;
+const stateCalls: string[] = [];
+
+beforeAll(async () => {
+  h = await startHarness({
+    settledListings: {
+      cache: new ListingCache(0),
+      state: async (organizationId) => {
+        stateCalls.push(organizationId);
+        if (state instanceof Error) throw state;
+        return state;
+      },
+    },
+  });
+  h.catalogResponse = async () => ({ datasets: [{ key: "resources_suppliers" }], etag: ETAG, settledVersion: "41" });
+});
+afterAll(() => h.close());
+
+const held: OrganizationListingState = { syncNeeded: false, version: "41", pending: false };
+
+async function listing(ifNoneMatch?: string) {
+  const res = await request(`${h.url}/v1/datasets`, { headers: { ...auth, ...(ifNoneMatch ? { "if-none-match": ifNoneMatch } : {}) } });
+  return { status: res.statusCode, headers: res.headers, body: await res.body.text() };
+}
+
+it("learns the settled version from the catalog, then answers a matching If-None-Match itself", async () => {
+  state = held;
+  expect((await listing()).status).toBe(200);
+  const catalogCalls = h.listRequests.length;
+  for (const ifNoneMatch of [ETAG, `W/${ETAG}`, `"older", ${ETAG}`]) {
+    const res = await listing(ifNoneMatch);
+    expect(res.status).toBe(304);
+    expect(res.headers.etag).toBe(ETAG);
+    expect(res.headers["cache-control"]).toBe("private, no-cache");
+    expect(res.headers.vary).toBe("Accept-Encoding");
+    expect(res.body).toBe("");
+  }
+  expect(h.listRequests.length).toBe(catalogCalls);
+  expect(stateCalls.at(-1)).toBe(ORGANIZATION_ID);
+});
+
+it.each([
+  ["the listing version moved", { ...held, version: "42" }],
+  ["a form change is pending", { ...held, pending: true }],
+  ["a registry sync is due", { ...held, syncNeeded: true }],
+  ["the state cannot be read", new Error("database down")],
+])("asks the catalog when %s", async (_why, current) => {
+  state = held;
+  await listing();
+  state = current;
+  const before = h.listRequests.length;
+  const res = await listing(ETAG);
+  // The fake catalog still reports the same ETag, so its own answer is the 304.
+  expect(res.status).toBe(304);
+  expect(h.listRequests.length).toBe(before + 1);
+  expect(h.listRequests.at(-1)).toMatchObject({ organizationId: ORGANIZATION_ID, ifNoneMatch: ETAG });
+});
+
+it("asks the catalog when If-None-Match names another ETag, and remembers nothing the catalog did not call settled", async () => {
+  state = held;
+  await listing();
+  let before = h.listRequests.length;
+  expect((await listing('"something-else"')).status).toBe(200);
+  expect(h.listRequests.length).toBe(before + 1);
+
+  h.catalogResponse = async () => ({ datasets: [], etag: '"held-etag"' });
+  try {
+    expect((await listing()).status).toBe(200);
+    before = h.listRequests.length;
+    // The held ETag was never reported settled: the old settled verdict no longer matches it.
+    expect((await listing('"held-etag"')).status).toBe(304);
+    expect(h.listRequests.length).toBe(before + 1);
+  } finally {
+    h.catalogResponse = async () => ({ datasets: [{ key: "resources_suppliers" }], etag: ETAG, settledVersion: "41" });
+  }
+});
