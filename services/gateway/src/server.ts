@@ -46,6 +46,7 @@ export async function start(config: GatewayConfig): Promise<RunningGateway> {
     keyHashSecret: config.KEY_HASH_SECRET,
     ...authenticatorTimingsFromConfig(config),
     logger,
+    metrics,
   });
   const catalogClient = createClient(CatalogService, config.CATALOG_ADDRESS);
   const exportClient = createClient(ExportService, config.EXPORT_ADDRESS);

@@ -206,6 +206,78 @@ describe("authenticator (in-process store, fake key store, manual clock)", () =>
   });
 });
 
+describe("verdicts kept in the replica's memory", () => {
+  /** A memory store that counts the authenticator's reads of verdicts. */
+  function countingStore(clock: { now(): number }) {
+    const inner = createMemoryStore({ clock });
+    const counted = { reads: 0 };
+    const store: SharedStore = {
+      ...inner,
+      get: async (key) => {
+        counted.reads++;
+        return inner.get(key);
+      },
+    };
+    return { store, counted };
+  }
+
+  it("answers a repeat request without the shared store until the shared entry would expire", async () => {
+    const clock = manualClock();
+    const { store, counted } = countingStore(clock);
+    const keyStore = fakeKeyStore();
+    const auth = createAuthenticator({ store, db: keyStore.db, keyHashSecret: PEPPER, clock, successTtlSeconds: 60 });
+    const key = keyStore.issue();
+    await auth.authenticate(key.header);
+    const readsAfterFirst = counted.reads;
+    clock.advance(59_999);
+    await auth.authenticate(key.header);
+    expect(counted.reads).toBe(readsAfterFirst);
+    expect(keyStore.db.queries).toBe(1);
+    clock.advance(1);
+    await auth.authenticate(key.header);
+    expect(counted.reads).toBe(readsAfterFirst + 1);
+    expect(keyStore.db.queries).toBe(2);
+  });
+
+  it("counts each check as a cached success, a cached rejection or a key store look-up", async () => {
+    const clock = manualClock();
+    const keyStore = fakeKeyStore();
+    const lookups: string[] = [];
+    const auth = createAuthenticator({
+      store: createMemoryStore({ clock }),
+      db: keyStore.db,
+      keyHashSecret: PEPPER,
+      clock,
+      metrics: { recordAuthCacheLookup: (result) => void lookups.push(result) },
+    });
+    const key = keyStore.issue();
+    const unknown = `Bearer ${generateApiKey().secret}`;
+    await auth.authenticate(key.header);
+    await auth.authenticate(key.header);
+    await appErrorOf(auth.authenticate(unknown));
+    await appErrorOf(auth.authenticate(unknown));
+    expect(lookups).toEqual(["miss", "hit", "miss", "negative_hit"]);
+  });
+
+  it("keeps a verdict read from another replica only until that replica's entry expires, so a revocation still takes 60 s at most", async () => {
+    const clock = manualClock();
+    const { store } = countingStore(clock);
+    const keyStore = fakeKeyStore();
+    const replica = () => createAuthenticator({ store, db: keyStore.db, keyHashSecret: PEPPER, clock, successTtlSeconds: 60 });
+    const key = keyStore.issue();
+    await replica().authenticate(key.header);
+    key.row().revoked_at = new Date(clock.now());
+    clock.advance(50_000);
+    const late = replica();
+    // Reads the first replica's verdict (10 s left), and keeps it no longer than that.
+    await expect(late.authenticate(key.header)).resolves.toMatchObject({ organizationId: ORG });
+    clock.advance(9_999);
+    await expect(late.authenticate(key.header)).resolves.toMatchObject({ organizationId: ORG });
+    clock.advance(1);
+    expect(await appErrorOf(late.authenticate(key.header))).toMatchObject({ status: 401 });
+  });
+});
+
 describe("auth configuration", () => {
   it("defaults to 60 s success cache, 30 s rejection cache, Retry-After 5", () => {
     expect(authenticatorTimingsFromConfig(authConfigSchema.parse({}))).toEqual({ successTtlSeconds: 60, rejectionTtlSeconds: 30, unavailableRetryAfterSeconds: 5 });

@@ -1,4 +1,4 @@
-import { Errors, hashApiKeySecret, hashesEqual, type Logger } from "@exportsvc/common";
+import { Errors, hashApiKeySecret, hashesEqual, type Logger, type ServiceMetrics } from "@exportsvc/common";
 import { isDatabaseUnavailable } from "@exportsvc/db";
 import type { Authenticator, Principal } from "../contracts";
 import { systemClock, withLocalFallback, type Clock, type SharedStore } from "../store";
@@ -18,6 +18,8 @@ export interface AuthenticatorOptions {
   clock?: Clock;
   keyPrefix?: string;
   logger?: Logger;
+  /** auth_cache_lookups_total: each check answered by a cached success (hit), a cached rejection (negative_hit), or the key store (miss). */
+  metrics?: Pick<ServiceMetrics, "recordAuthCacheLookup">;
 }
 
 export interface ManagedAuthenticator extends Authenticator {
@@ -32,17 +34,26 @@ type Verdict =
 
 type RejectionReason = "unknown key" | "revoked" | "expired" | "unknown organization";
 
-const parseVerdict = (raw: string | null): Verdict | undefined => {
+/** A verdict as the shared store holds it: with the instant it was decided (the deciding replica's clock, ms). */
+type StoredVerdict = Verdict & { checkedAt?: number };
+
+const parseVerdict = (raw: string | null): { verdict: Verdict; checkedAt?: number } | undefined => {
   if (raw === null) return undefined;
   try {
-    const v = JSON.parse(raw) as Verdict;
-    if (v.outcome === "accepted" && typeof v.organizationId === "string" && typeof v.keyId === "string") return v;
-    if (v.outcome === "unauthorized" || v.outcome === "notConfigured") return { outcome: v.outcome };
+    const v = JSON.parse(raw) as StoredVerdict;
+    const checkedAt = typeof v.checkedAt === "number" && Number.isFinite(v.checkedAt) ? v.checkedAt : undefined;
+    if (v.outcome === "accepted" && typeof v.organizationId === "string" && typeof v.keyId === "string") {
+      return { verdict: { outcome: "accepted", organizationId: v.organizationId, keyId: v.keyId, validUntil: v.validUntil ?? null }, checkedAt };
+    }
+    if (v.outcome === "unauthorized" || v.outcome === "notConfigured") return { verdict: { outcome: v.outcome }, checkedAt };
   } catch {
     // An unreadable entry is a cache miss.
   }
   return undefined;
 };
+
+/** Verdicts a replica keeps in its own memory at most (least recently decided dropped first). */
+const LOCAL_VERDICTS_MAX = 10_000;
 
 /** The earliest instant at which the key stops working on its own (expiry, or a revocation set ahead). */
 const validUntil = (key: StoredKey): number | null => {
@@ -68,10 +79,35 @@ export function createAuthenticator(options: AuthenticatorOptions): ManagedAuthe
   const checksInFlight = new Map<string, Promise<Verdict>>();
 
   const cacheKey = (secretHash: string) => `${prefix}auth:${secretHash}`;
+  const ttlOf = (verdict: Verdict) => (verdict.outcome === "accepted" ? successTtlMs : rejectionTtlMs);
+
+  /**
+   * The shared store's verdicts, also kept in this replica's memory until the instant the shared
+   * entry expires (decided + its ttl): a repeat request skips the store's round trip, and a
+   * revocation still takes effect within the same successTtlSeconds.
+   */
+  const local = new Map<string, { verdict: Verdict; until: number }>();
+  const remember = (secretHash: string, verdict: Verdict, checkedAt: number) => {
+    const until = Math.min(checkedAt, clock.now()) + ttlOf(verdict);
+    if (until <= clock.now()) return;
+    local.delete(secretHash);
+    local.set(secretHash, { verdict, until });
+    if (local.size > LOCAL_VERDICTS_MAX) local.delete(local.keys().next().value!);
+  };
+  const recall = (secretHash: string): Verdict | undefined => {
+    const entry = local.get(secretHash);
+    if (!entry) return undefined;
+    if (entry.until > clock.now()) return entry.verdict;
+    local.delete(secretHash);
+    return undefined;
+  };
 
   const readCache = async (secretHash: string): Promise<Verdict | undefined> => {
     try {
-      return parseVerdict((await cache.run((s) => s.get(cacheKey(secretHash)))).value);
+      const cached = parseVerdict((await cache.run((s) => s.get(cacheKey(secretHash)))).value);
+      // Entries written before verdicts carried their instant are used, not kept in memory.
+      if (cached?.checkedAt !== undefined) remember(secretHash, cached.verdict, cached.checkedAt);
+      return cached?.verdict;
     } catch (err) {
       log?.warn({ err: (err as Error).message }, "key cache unreadable; checking the key store");
       return undefined;
@@ -79,9 +115,11 @@ export function createAuthenticator(options: AuthenticatorOptions): ManagedAuthe
   };
 
   const writeCache = async (secretHash: string, verdict: Verdict): Promise<void> => {
-    const ttl = verdict.outcome === "accepted" ? successTtlMs : rejectionTtlMs;
+    const checkedAt = clock.now();
+    remember(secretHash, verdict, checkedAt);
     try {
-      await cache.run((s) => s.set(cacheKey(secretHash), JSON.stringify(verdict), ttl));
+      const stored: StoredVerdict = { ...verdict, checkedAt };
+      await cache.run((s) => s.set(cacheKey(secretHash), JSON.stringify(stored), ttlOf(verdict)));
     } catch (err) {
       log?.warn({ err: (err as Error).message }, "could not cache a key verdict");
     }
@@ -140,8 +178,9 @@ export function createAuthenticator(options: AuthenticatorOptions): ManagedAuthe
       const secret = bearerSecret(authorizationHeader);
       if (!secret) throw Errors.unauthorized();
       const secretHash = hashApiKeySecret(secret, options.keyHashSecret);
-      const verdict = (await readCache(secretHash)) ?? (await checkOnce(secretHash));
-      return principalOf(verdict);
+      const cached = recall(secretHash) ?? (await readCache(secretHash));
+      options.metrics?.recordAuthCacheLookup(cached === undefined ? "miss" : cached.outcome === "accepted" ? "hit" : "negative_hit");
+      return principalOf(cached ?? (await checkOnce(secretHash)));
     },
     close: () => cache.close(),
   };
