@@ -1,8 +1,7 @@
 import type { Pool } from "pg";
 import { Errors, ifNoneMatchHits, isUuid, preparedStatement, type Logger, type ServiceMetrics } from "@exportsvc/common";
-import { awaitReplayed, listingHorizon, loadRegistry, organizationListingState, ReplicaBehindError, type Queryable } from "@exportsvc/datasets";
+import { awaitReplayed, listingHorizon, loadRegistry, organizationListingState, ReplicaBehindError, type ListingCache, type Queryable } from "@exportsvc/datasets";
 import { buildListing, renderPieces, versionEtag } from "../listing";
-import type { ListingCache } from "@exportsvc/datasets";
 
 export interface ListDatasetsDeps {
   pool: Pool;

@@ -52,8 +52,9 @@ export function dataRoutes(deps: DataRouteDeps): Router {
     const principal = ctx.state.principal as Principal;
     const ifNoneMatch = ctx.get("if-none-match");
     const settled = deps.settledListings;
-    if (ifNoneMatch && settled && (await stillSettled(settled, principal.organizationId, ifNoneMatch, deps.logger))) {
-      sendListingNotModified(ctx, settled.cache.latest(principal.organizationId)!.etag);
+    const settledEtag = ifNoneMatch && settled ? await stillSettledEtag(settled, principal.organizationId, ifNoneMatch, deps.logger) : undefined;
+    if (settledEtag !== undefined) {
+      sendListingNotModified(ctx, settledEtag);
       return;
     }
     // With If-None-Match the catalog may answer notModified from the organization's stored listing
@@ -100,23 +101,24 @@ export function dataRoutes(deps: DataRouteDeps): Router {
 }
 
 /**
- * True when If-None-Match names the ETag the catalog reported settled at a listing version and that
- * version still holds (settledEtagHolds: one statement on the primary). Anything else, a failing
- * statement included, goes to the catalog, which answers (or maps the failure) as always.
+ * The ETag to answer 304 with, when If-None-Match names the ETag the catalog reported settled at a
+ * listing version and that version still holds (settledEtagHolds: one statement on the primary).
+ * Undefined for anything else, a failing statement included: the catalog answers (or maps the
+ * failure) as always.
  */
-async function stillSettled(
+async function stillSettledEtag(
   settled: NonNullable<DataRouteDeps["settledListings"]>,
   organizationId: string,
   ifNoneMatch: string,
   logger: Logger,
-): Promise<boolean> {
+): Promise<string | undefined> {
   const known = settled.cache.latest(organizationId);
-  if (!known || !ifNoneMatchHits(ifNoneMatch, known.etag)) return false;
+  if (!known || !ifNoneMatchHits(ifNoneMatch, known.etag)) return undefined;
   try {
-    return settledEtagHolds(await settled.state(organizationId), known.version);
+    return settledEtagHolds(await settled.state(organizationId), known.version) ? known.etag : undefined;
   } catch (err) {
     logger.warn({ err: (err as Error).message }, "listing state unreadable; the catalog answers");
-    return false;
+    return undefined;
   }
 }
 
