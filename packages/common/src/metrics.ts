@@ -24,6 +24,8 @@ export type RateLimitKind = "concurrency" | "window";
 /** Why the HTTP listener closed a connection without reading it. */
 export type ConnectionRefusalReason = "max_connections";
 export type AuthCacheResult = "hit" | "miss" | "negative_hit";
+/** Who decided a listing's 304: the gateway from a remembered settled version, or the catalog. */
+export type NotModifiedDecider = "gateway" | "catalog";
 export const REBUILD_OUTCOMES = ["success", "failure", "superseded"] as const;
 export type RebuildOutcome = (typeof REBUILD_OUTCOMES)[number];
 /** Kinds of what holds the export visibility horizon back (docs/export.md); no organization label. */
@@ -91,6 +93,7 @@ export class ServiceMetrics {
   readonly httpConnectionsRefused: Counter<"reason">;
   readonly httpOpenConnections: Gauge;
   readonly authCacheLookups: Counter<"result">;
+  readonly listingNotModified: Counter<"decided_by">;
   readonly problemResponses: Counter<"status" | "error_code">;
   readonly rebuildDuration: Histogram<"outcome">;
   readonly rebuilds: Counter<"outcome">;
@@ -181,6 +184,12 @@ export class ServiceMetrics {
       async collect() {
         if (metrics.openConnections) this.set(await metrics.openConnections());
       },
+    });
+    this.listingNotModified = new Counter({
+      name: "listing_not_modified_total",
+      help: "Listing requests answered 304, by who decided it: the gateway from a settled listing version the catalog reported, or the catalog.",
+      labelNames: ["decided_by"],
+      registers,
     });
     this.authCacheLookups = new Counter({
       name: "auth_cache_lookups_total",
@@ -311,6 +320,10 @@ export class ServiceMetrics {
   /** Reports the listener's open connections at every scrape. */
   observeOpenConnections(count: () => Promise<number>): void {
     this.openConnections = count;
+  }
+
+  recordListingNotModified(decidedBy: NotModifiedDecider): void {
+    this.listingNotModified.inc({ decided_by: decidedBy });
   }
 
   recordAuthCacheLookup(result: AuthCacheResult): void {

@@ -112,6 +112,9 @@ describe("createMetrics", () => {
     metrics.recordStreamAbort("bogus" as never);
     metrics.recordRateLimitRejection("concurrency");
     metrics.recordAuthCacheLookup("negative_hit");
+    metrics.recordListingNotModified("gateway");
+    metrics.recordListingNotModified("gateway");
+    metrics.recordListingNotModified("catalog");
     metrics.observeRebuild("failure", 12);
     metrics.observeRebuild("success", 0.4);
     metrics.setMaintenanceLag(-3);
@@ -123,6 +126,8 @@ describe("createMetrics", () => {
     expect(sample(text, "export_stream_aborts_total", { reason: "client_disconnect" })).toBe(1);
     expect(sample(text, "export_stream_aborts_total", { reason: "other" })).toBe(1);
     expect(sample(text, "ratelimit_rejections_total", { limit: "concurrency" })).toBe(1);
+    expect(sample(text, "listing_not_modified_total", { decided_by: "gateway" })).toBe(2);
+    expect(sample(text, "listing_not_modified_total", { decided_by: "catalog" })).toBe(1);
     expect(sample(text, "auth_cache_lookups_total", { result: "negative_hit" })).toBe(1);
     expect(sample(text, "dataset_rebuilds_total", { outcome: "failure" })).toBe(1);
     expect(sample(text, "dataset_rebuild_duration_seconds_bucket", { outcome: "failure", le: "10" })).toBe(0);

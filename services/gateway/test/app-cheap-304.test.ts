@@ -5,16 +5,19 @@
  * goes to the catalog.
  */
 import { request } from "undici";
+import { createMetrics } from "@exportsvc/common";
 import { ListingCache, type OrganizationListingState } from "@exportsvc/datasets";
 import { auth, ORGANIZATION_ID, startHarness, type Harness } from "./support/harness";
 
 const ETAG = '"v-settled"';
+const metrics = createMetrics({ defaultMetrics: false });
 let h: Harness;
 let state: OrganizationListingState | Error;
 const stateCalls: string[] = [];
 
 beforeAll(async () => {
   h = await startHarness({
+    metrics,
     settledListings: {
       cache: new ListingCache(0),
       state: async (organizationId) => {
@@ -49,6 +52,7 @@ it("learns the settled version from the catalog, then answers a matching If-None
   }
   expect(h.listRequests.length).toBe(catalogCalls);
   expect(stateCalls.at(-1)).toBe(ORGANIZATION_ID);
+  expect(await notModifiedCount("gateway")).toBe(3);
 });
 
 it.each([
@@ -66,7 +70,13 @@ it.each([
   expect(res.status).toBe(304);
   expect(h.listRequests.length).toBe(before + 1);
   expect(h.listRequests.at(-1)).toMatchObject({ organizationId: ORGANIZATION_ID, ifNoneMatch: ETAG });
+  expect(await notModifiedCount("catalog")).toBeGreaterThanOrEqual(1);
 });
+
+async function notModifiedCount(decidedBy: string): Promise<number> {
+  const line = (await metrics.registry.metrics()).split("\n").find((l) => l.startsWith(`listing_not_modified_total{decided_by="${decidedBy}"}`));
+  return Number(line?.split(" ").pop() ?? 0);
+}
 
 it("asks the catalog when If-None-Match names another ETag, and remembers nothing the catalog did not call settled", async () => {
   state = held;

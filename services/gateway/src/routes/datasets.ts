@@ -54,6 +54,7 @@ export function dataRoutes(deps: DataRouteDeps): Router {
     const settled = deps.settledListings;
     const settledEtag = ifNoneMatch && settled ? await stillSettledEtag(settled, principal.organizationId, ifNoneMatch, deps.logger) : undefined;
     if (settledEtag !== undefined) {
+      deps.metrics?.recordListingNotModified("gateway");
       sendListingNotModified(ctx, settledEtag);
       return;
     }
@@ -71,6 +72,7 @@ export function dataRoutes(deps: DataRouteDeps): Router {
         if (head.settledVersion !== undefined) settled?.cache.set(principal.organizationId, head.settledVersion, head.etag);
       },
     });
+    if (ctx.status === 304) deps.metrics?.recordListingNotModified("catalog");
   });
 
   router.get("/datasets/:datasetKey/csv", requireStreamFramingMiddleware(), ...deps.guard, async (ctx) => {
