@@ -111,15 +111,15 @@ export async function ensureRegistryCurrent(
 }
 
 /** The sync check and one entry in one statement: `registry_pending` / `registry_empty` as in ensureRegistryCurrent. */
+const SELECT_ENTRY = preparedStatement("registry-entry", `${SELECT_ENTRIES} AND r.key = $2`);
 // Every page runs it: prepared (planning it cost three times its execution).
 const SELECT_ENTRY_IF_CURRENT = preparedStatement(
   "registry-entry-if-current",
   `
   SELECT EXISTS (SELECT 1 FROM registry_sync_queue WHERE organization_id = $1) AS registry_pending,
          NOT EXISTS (SELECT 1 FROM dataset_registry WHERE organization_id = $1) AS registry_empty, e.*
-    FROM (SELECT 1) one LEFT JOIN LATERAL (${SELECT_ENTRIES} AND r.key = $2) e ON true`,
+    FROM (SELECT 1) one LEFT JOIN LATERAL (${SELECT_ENTRY.text}) e ON true`,
 );
-const SELECT_ENTRY = preparedStatement("registry-entry", `${SELECT_ENTRIES} AND r.key = $2`);
 
 /**
  * ensureRegistryCurrent then loadRegistryEntry, in one round trip when the registry is current (the

@@ -4,9 +4,57 @@ import type { Pool } from "pg";
 import { start, type RunningGateway } from "../src/server";
 import { buildInfoFromConfig, httpLimitsFromConfig, loadGatewayConfig } from "../src/config";
 import { createTestOrganization, testDatabaseUrl, testPool } from "../../../test/support/db";
-import { csvBytes, eventually, startFakeServices, writeChunk, type FakeServiceState } from "./support/harness";
+import { csvBytes, eventually, startFakeServices, writeChunk, type ExportBehaviour, type FakeServiceState } from "./support/harness";
 
 const KEY_HASH_SECRET = "main-test-pepper-0123456789";
+
+/** What the fake catalog and export services start with: no export behaviours, an empty listing. */
+const emptyFakeState = (): FakeServiceState => ({
+  exportRequests: [],
+  listRequests: [],
+  cancelledExports: 0,
+  exportBehaviours: new Map(),
+  catalogResponse: async () => ({ datasets: [], etag: '"e1"' }),
+});
+
+/** An export page that streams until the call is cancelled. */
+const endlessExport: ExportBehaviour = async (_req, call) => {
+  const chunk = csvBytes(32 * 1024);
+  while (!call.cancelled) await writeChunk(call, chunk);
+};
+
+interface GatewayOverFakes {
+  pool: Pool;
+  organizationId: string;
+  secret: string;
+  services: { port: number; close(): Promise<void> };
+  gateway: RunningGateway;
+}
+
+/**
+ * The real gateway (start) on the run's database, with one API key of a fresh organization, in front
+ * of fake catalog and export services that read `state`; `env` adds to its configuration.
+ */
+async function startGatewayOverFakes(state: FakeServiceState, env: Record<string, string>): Promise<GatewayOverFakes> {
+  const pool = testPool();
+  const organizationId = await createTestOrganization(pool);
+  const key = generateApiKey();
+  await pool.query("INSERT INTO api_keys (id, organization_id, secret_hash) VALUES ($1, $2, $3)", [key.id, organizationId, hashApiKeySecret(key.secret, KEY_HASH_SECRET)]);
+  const services = await startFakeServices(state);
+  const gateway = await start(
+    loadGatewayConfig({
+      DATABASE_URL: testDatabaseUrl(),
+      KEY_HASH_SECRET,
+      PORT: "0",
+      HOST: "127.0.0.1",
+      CATALOG_ADDRESS: `127.0.0.1:${services.port}`,
+      EXPORT_ADDRESS: `127.0.0.1:${services.port}`,
+      LOG_LEVEL: "silent",
+      ...env,
+    }),
+  );
+  return { pool, organizationId, secret: key.secret, services, gateway };
+}
 
 describe("loadGatewayConfig", () => {
   it("fails fast naming every missing variable", () => {
@@ -60,42 +108,11 @@ describe("start(config): the gateway wired with the real authenticator, limiter 
   let services: { port: number; close(): Promise<void> };
   let secret: string;
   let organizationId: string;
-  const state: FakeServiceState = {
-    exportRequests: [],
-    listRequests: [],
-    cancelledExports: 0,
-    exportBehaviours: new Map(),
-    catalogResponse: async () => ({ datasets: [], etag: '"e1"' }),
-  };
+  const state = emptyFakeState();
 
   beforeAll(async () => {
-    pool = testPool();
-    organizationId = await createTestOrganization(pool);
-    const key = generateApiKey();
-    secret = key.secret;
-    await pool.query("INSERT INTO api_keys (id, organization_id, secret_hash) VALUES ($1, $2, $3)", [
-      key.id,
-      organizationId,
-      hashApiKeySecret(key.secret, KEY_HASH_SECRET),
-    ]);
-    state.exportBehaviours.set("endless", async (_req, call) => {
-      const chunk = csvBytes(32 * 1024);
-      while (!call.cancelled) await writeChunk(call, chunk);
-    });
-    services = await startFakeServices(state);
-    gateway = await start(
-      loadGatewayConfig({
-        DATABASE_URL: testDatabaseUrl(),
-        KEY_HASH_SECRET,
-        PORT: "0",
-        HOST: "127.0.0.1",
-        CATALOG_ADDRESS: `127.0.0.1:${services.port}`,
-        EXPORT_ADDRESS: `127.0.0.1:${services.port}`,
-        RATE_LIMIT_CONCURRENCY: "1",
-        LOG_LEVEL: "silent",
-        SHUTDOWN_GRACE_MS: "500",
-      }),
-    );
+    state.exportBehaviours.set("endless", endlessExport);
+    ({ pool, organizationId, secret, services, gateway } = await startGatewayOverFakes(state, { RATE_LIMIT_CONCURRENCY: "1", SHUTDOWN_GRACE_MS: "500" }));
   });
 
   afterAll(async () => {
@@ -144,38 +161,16 @@ describe("stop(): graceful shutdown", () => {
   it("ends when the last stream in flight ends, though the client keeps its keep-alive connection open", async () => {
     let release!: () => void;
     const released = new Promise<void>((resolve) => (release = resolve));
-    const state: FakeServiceState = {
-      exportRequests: [],
-      listRequests: [],
-      cancelledExports: 0,
-      exportBehaviours: new Map(),
-      catalogResponse: async () => ({ datasets: [], etag: '"e1"' }),
-    };
+    const state = emptyFakeState();
     state.exportBehaviours.set("finite", async (_req, call) => {
       await writeChunk(call, csvBytes(16 * 1024));
       await released;
       await writeChunk(call, csvBytes(16 * 1024));
     });
-    const pool = testPool();
-    const organizationId = await createTestOrganization(pool);
-    const key = generateApiKey();
-    await pool.query("INSERT INTO api_keys (id, organization_id, secret_hash) VALUES ($1, $2, $3)", [key.id, organizationId, hashApiKeySecret(key.secret, KEY_HASH_SECRET)]);
-    const services = await startFakeServices(state);
-    const gateway = await start(
-      loadGatewayConfig({
-        DATABASE_URL: testDatabaseUrl(),
-        KEY_HASH_SECRET,
-        PORT: "0",
-        HOST: "127.0.0.1",
-        CATALOG_ADDRESS: `127.0.0.1:${services.port}`,
-        EXPORT_ADDRESS: `127.0.0.1:${services.port}`,
-        LOG_LEVEL: "silent",
-        // Far longer than the test: stop() must not wait for it.
-        SHUTDOWN_GRACE_MS: "300000",
-      }),
-    );
+    // A grace far longer than the test: stop() must not wait for it.
+    const { pool, secret, services, gateway } = await startGatewayOverFakes(state, { SHUTDOWN_GRACE_MS: "300000" });
     try {
-      const responding = request(`${gateway.url}/v1/datasets/finite/csv`, { headers: { authorization: `Bearer ${key.secret}` } });
+      const responding = request(`${gateway.url}/v1/datasets/finite/csv`, { headers: { authorization: `Bearer ${secret}` } });
       await eventually(() => state.exportRequests.length > 0);
       let stopped = false;
       const stopping = gateway.stop().then(() => (stopped = true));
@@ -197,36 +192,11 @@ describe("stop(): graceful shutdown", () => {
   }, 60_000);
 
   it("lets a stream in flight run for the grace period, then aborts it and refuses new connections", async () => {
-    const state: FakeServiceState = {
-      exportRequests: [],
-      listRequests: [],
-      cancelledExports: 0,
-      exportBehaviours: new Map(),
-      catalogResponse: async () => ({ datasets: [], etag: '"e1"' }),
-    };
-    state.exportBehaviours.set("endless", async (_req, call) => {
-      const chunk = csvBytes(32 * 1024);
-      while (!call.cancelled) await writeChunk(call, chunk);
-    });
-    const pool = testPool();
-    const organizationId = await createTestOrganization(pool);
-    const key = generateApiKey();
-    await pool.query("INSERT INTO api_keys (id, organization_id, secret_hash) VALUES ($1, $2, $3)", [key.id, organizationId, hashApiKeySecret(key.secret, KEY_HASH_SECRET)]);
-    const services = await startFakeServices(state);
-    const gateway = await start(
-      loadGatewayConfig({
-        DATABASE_URL: testDatabaseUrl(),
-        KEY_HASH_SECRET,
-        PORT: "0",
-        HOST: "127.0.0.1",
-        CATALOG_ADDRESS: `127.0.0.1:${services.port}`,
-        EXPORT_ADDRESS: `127.0.0.1:${services.port}`,
-        LOG_LEVEL: "silent",
-        SHUTDOWN_GRACE_MS: "300",
-      }),
-    );
+    const state = emptyFakeState();
+    state.exportBehaviours.set("endless", endlessExport);
+    const { pool, secret, services, gateway } = await startGatewayOverFakes(state, { SHUTDOWN_GRACE_MS: "300" });
     try {
-      const stream = await request(`${gateway.url}/v1/datasets/endless/csv`, { headers: { authorization: `Bearer ${key.secret}` } });
+      const stream = await request(`${gateway.url}/v1/datasets/endless/csv`, { headers: { authorization: `Bearer ${secret}` } });
       expect(stream.statusCode).toBe(200);
       const reading = (async () => {
         for await (const _chunk of stream.body) void _chunk;

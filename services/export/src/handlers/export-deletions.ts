@@ -38,6 +38,18 @@ async function prunedPast(pool: Pool, organizationId: string, scope: string, aft
   return rows[0]?.expired ?? false;
 }
 
+const PENDING_TOMBSTONES_HORIZON = preparedStatement(
+  "deletions-pending-tombstones",
+  `WITH pending AS (
+       SELECT c.submission_id, c.created_at FROM form_dataset_changes c
+        WHERE c.organization_id = $1 AND c.form_id = $3::uuid AND c.kind = 'submission')
+     SELECT (extract(epoch FROM min(t.deleted_at)) * 1000000)::bigint::text AS horizon
+       FROM dataset_tombstones t
+      WHERE t.organization_id = $1 AND t.scope = $2
+        AND t.deleted_at >= (SELECT min(created_at) FROM pending)
+        AND t.id IN (SELECT submission_id FROM pending)`,
+);
+
 /**
  * A form feed's tombstones wait until the materialized table no longer holds their row: the
  * submission's change is consumed by the schema service (normally within a second). Served earlier, a
@@ -56,18 +68,6 @@ async function pendingTombstonesHorizon(pool: Pool, organizationId: string, scop
   const { rows } = await pool.query<{ horizon: string | null }>({ ...PENDING_TOMBSTONES_HORIZON, values: [organizationId, scope, scope.slice("form:".length)] });
   return rows[0].horizon === null ? undefined : BigInt(rows[0].horizon);
 }
-
-const PENDING_TOMBSTONES_HORIZON = preparedStatement(
-  "deletions-pending-tombstones",
-  `WITH pending AS (
-       SELECT c.submission_id, c.created_at FROM form_dataset_changes c
-        WHERE c.organization_id = $1 AND c.form_id = $3::uuid AND c.kind = 'submission')
-     SELECT (extract(epoch FROM min(t.deleted_at)) * 1000000)::bigint::text AS horizon
-       FROM dataset_tombstones t
-      WHERE t.organization_id = $1 AND t.scope = $2
-        AND t.deleted_at >= (SELECT min(created_at) FROM pending)
-        AND t.id IN (SELECT submission_id FROM pending)`,
-);
 
 /**
  * ExportService.ExportDeletions: one page of a dataset's deletion feed as CSV bytes (`id`,
