@@ -26,6 +26,8 @@
  *   BENCH_LIMIT            page size (default 5000)
  *   BENCH_RUNS             interleaved rounds per scenario (default 3)
  *   BENCH_SCENARIOS        comma-separated subset of clean,imported,backlog (default all three)
+ *   BENCH_STORED_CURSORS   0: build the form without stored cursors (every page signs its rows), to
+ *                          compare with the default (the schema service's builds store them)
  */
 import { randomUUID } from "node:crypto";
 import { Client, type Pool } from "pg";
@@ -37,7 +39,7 @@ import { buildDataset, formLockKeys, type FormField } from "@exportsvc/form-data
 import { provisionDatabase } from "./database";
 import { envInt, log, median, msSince } from "./helpers";
 import { measureGrpc, measureHttp, measureRawCopy, payloadPosition, type Measurement } from "./measure";
-import { startBenchStack } from "./stack";
+import { newBenchCursorKeys, startBenchStack } from "./stack";
 
 const f = (type: string, key: string, extra: Partial<FormField> = {}): FormField => ({ id: randomUUID(), key, label: key, type, ...extra });
 
@@ -60,6 +62,7 @@ async function main(): Promise<void> {
   const submissions = envInt("BENCH_FORM_SUBMISSIONS", 1_000_000);
   const limit = envInt("BENCH_LIMIT", 5000);
   const runs = envInt("BENCH_RUNS", 3);
+  const storedCursors = process.env.BENCH_STORED_CURSORS !== "0";
   const scenarios = (process.env.BENCH_SCENARIOS || SCENARIOS.join(",")).split(",").map((s) => s.trim()) as Scenario[];
   for (const s of scenarios) if (!SCENARIOS.includes(s)) throw new Error(`BENCH_SCENARIOS: unknown scenario '${s}' (known: ${SCENARIOS.join(", ")})`);
 
@@ -109,14 +112,17 @@ async function main(): Promise<void> {
     await pool.query("DELETE FROM form_dataset_changes");
     await pool.query("VACUUM ANALYZE submissions, form_dataset_changes");
     t = process.hrtime.bigint();
-    const built = await buildDataset(pool, orgId, formId, { dropGraceMs: 0 });
+    // Built as the schema service builds it (with the stack's CURSOR_KEYS, rows store their cursors).
+    const cursorKeys = newBenchCursorKeys();
+    const cursorCodec = storedCursors ? new CursorCodec({ keyring: CursorKeyring.parse(cursorKeys) }) : undefined;
+    const built = await buildDataset(pool, orgId, formId, { dropGraceMs: 0, cursorCodec });
     if (built.status !== "built") throw new Error(`build ${built.status}: ${built.error}`);
     log(`built ${built.datasets.length} dataset(s) in ${msSince(t).toFixed(0)} ms`);
 
-    stack = await startBenchStack(pool, db.url, orgId);
+    stack = await startBenchStack(pool, db.url, orgId, cursorKeys);
     const datasetKey = (await pool.query<{ key: string }>("SELECT key FROM dataset_registry WHERE organization_id = $1 AND kind = 'submission' AND source_ref = $2", [orgId, formId])).rows[0].key;
     const codec = new CursorCodec({ keyring: CursorKeyring.parse(stack.cursorKeys) });
-    log(`dataset ${datasetKey}, pages of ${limit}, ${runs} interleaved rounds per scenario (medians; ratio = rows/s over raw rows/s)\n`);
+    log(`dataset ${datasetKey}, pages of ${limit}, ${runs} interleaved rounds per scenario (medians; ratio = rows/s over raw rows/s), cursors ${storedCursors ? "stored with the rows" : "signed on every page"}\n`);
 
     for (const scenario of scenarios) {
       let release: (() => Promise<void>) | undefined;
@@ -132,7 +138,7 @@ async function main(): Promise<void> {
             WHERE s.organization_id = $1 AND s.id = n.id`,
           [orgId, formId],
         );
-        const rebuilt = await buildDataset(pool, orgId, formId, { dropGraceMs: 0 });
+        const rebuilt = await buildDataset(pool, orgId, formId, { dropGraceMs: 0, cursorCodec });
         if (rebuilt.status !== "built") throw new Error(`rebuild ${rebuilt.status}: ${rebuilt.error}`);
         // What the rebuild rendered but did not consume (it remembers a bounded number) is current
         // already: consumed here, as the loop would, only faster.

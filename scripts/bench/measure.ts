@@ -1,3 +1,6 @@
+import http from "node:http";
+import type { Readable } from "node:stream";
+import { createGunzip } from "node:zlib";
 import type { Pool } from "pg";
 import { to as copyTo } from "pg-copy-streams";
 import { buildPageQuery, CursorCodec, PG_EPOCH_OFFSET_MICROS, type CursorPosition, type PageDataset } from "@exportsvc/datasets";
@@ -112,34 +115,61 @@ export async function measureGrpc(address: string, organizationId: string, datas
   return { name: "export service (gRPC)", rows, bytes, pages, seconds: Number(process.hrtime.bigint() - started) / 1e9 };
 }
 
-/** (c) Optional: the public HTTP endpoint (gateway in front), when a base URL and key are given. */
+/**
+ * (c) Optional: the public HTTP endpoint (gateway in front), when a base URL and key are given. The
+ * client is node:http on one keep-alive connection, reading the body as Buffers: `fetch` (WHATWG
+ * streams) spent 2-3 µs of CPU per row in the bench process, on the same two cores as the services
+ * it measures (docs/benchmarks.md, "Stored cursors").
+ */
 export async function measureHttp(baseUrl: string, apiKey: string, datasetKey: string, limit: number, gzip = false): Promise<Measurement> {
+  const agent = new http.Agent({ keepAlive: true, maxSockets: 1 });
   const started = process.hrtime.bigint();
   let rows = 0;
   let bytes = 0;
   let pages = 0;
   let cursor: string | undefined;
-  for (;;) {
-    const url = new URL(`/v1/datasets/${encodeURIComponent(datasetKey)}/csv`, baseUrl);
-    url.searchParams.set("limit", String(limit));
-    if (cursor) url.searchParams.set("cursor", cursor);
-    // fetch asks for gzip by default; the plain measurement must not pay for compression.
-    const res = await fetch(url, { headers: { authorization: `Bearer ${apiKey}`, "accept-encoding": gzip ? "gzip" : "identity" } });
-    if (!res.ok || !res.body) throw new Error(`HTTP ${res.status}: ${await res.text()}`);
-    const tail = new Tail();
-    let lines = 0;
-    for await (const chunk of res.body as unknown as AsyncIterable<Uint8Array>) {
-      bytes += chunk.byteLength;
-      lines += countLines(chunk);
-      tail.push(chunk);
+  try {
+    for (;;) {
+      const url = new URL(`/v1/datasets/${encodeURIComponent(datasetKey)}/csv`, baseUrl);
+      url.searchParams.set("limit", String(limit));
+      if (cursor) url.searchParams.set("cursor", cursor);
+      const tail = new Tail();
+      let lines = 0;
+      await getBody(url, { authorization: `Bearer ${apiKey}`, "accept-encoding": gzip ? "gzip" : "identity" }, agent, (chunk) => {
+        bytes += chunk.length;
+        lines += countLines(chunk);
+        tail.push(chunk);
+      });
+      pages++;
+      const pageRows = lines - 1;
+      rows += pageRows;
+      if (pageRows < limit) break;
+      cursor = tail.lastField();
     }
-    pages++;
-    const pageRows = lines - 1;
-    rows += pageRows;
-    if (pageRows < limit) break;
-    cursor = tail.lastField();
+  } finally {
+    agent.destroy();
   }
   return { name: gzip ? "HTTP API, gzip (decoded bytes)" : "HTTP API (gateway)", rows, bytes, pages, seconds: Number(process.hrtime.bigint() - started) / 1e9 };
+}
+
+/** One GET whose (decoded) body goes to `onChunk`; a status other than 200 rejects with the body's text. */
+function getBody(url: URL, headers: Record<string, string>, agent: http.Agent, onChunk: (chunk: Buffer) => void): Promise<void> {
+  return new Promise((resolve, reject) => {
+    const req = http.get(url, { agent, headers }, (res) => {
+      const body: Readable = res.headers["content-encoding"] === "gzip" ? res.pipe(createGunzip()) : res;
+      if (res.statusCode !== 200) {
+        const parts: Buffer[] = [];
+        body.on("data", (c: Buffer) => parts.push(c));
+        body.on("end", () => reject(new Error(`HTTP ${res.statusCode}: ${Buffer.concat(parts).toString("utf8")}`)));
+        return;
+      }
+      body.on("data", onChunk);
+      body.on("end", resolve);
+      body.on("error", reject);
+      res.on("error", reject);
+    });
+    req.on("error", reject);
+  });
 }
 
 /** A codec whose `_cursor` is the payload only (no MAC), to measure what the MAC costs per row. */

@@ -8,7 +8,15 @@ import { startStack, type RunningStack } from "../lib/stack";
  * BENCH_STACK=1: the four services as processes on the bench database (as `npm start` runs them),
  * with a fresh key of the bench organization, for the HTTP measurement.
  */
-export async function startBenchStack(pool: Pool, databaseUrl: string, organizationId: string): Promise<{ stack: RunningStack; apiKey: string; cursorKeys: string; exportAddress: string }> {
+/** A fresh CURSOR_KEYS value for a bench's stack (and for the builds it runs before starting it, which store signed cursors). */
+export const newBenchCursorKeys = (): string => `1:${randomBytes(24).toString("base64")}`;
+
+export async function startBenchStack(
+  pool: Pool,
+  databaseUrl: string,
+  organizationId: string,
+  cursorKeys: string = newBenchCursorKeys(),
+): Promise<{ stack: RunningStack; apiKey: string; cursorKeys: string; exportAddress: string }> {
   const keyHashSecret = randomBytes(24).toString("base64url");
   const key = generateApiKey();
   await pool.query(
@@ -16,7 +24,6 @@ export async function startBenchStack(pool: Pool, databaseUrl: string, organizat
     [key.id, organizationId, hashApiKeySecret(key.secret, keyHashSecret)],
   );
   const [gateway, catalog, exportPort, schema] = await Promise.all([freePort(), freePort(), freePort(), freePort()]);
-  const cursorKeys = `1:${randomBytes(24).toString("base64")}`;
   const stack = await startStack({
     databaseUrl,
     redisUrl: process.env.REDIS_URL || undefined,

@@ -149,7 +149,7 @@ describe.each(KUSTOMIZATIONS)("%s", (dir) => {
     expect(secretKeys("gateway")).toEqual(["DATABASE_URL", "KEY_HASH_SECRET", "REDIS_URL"]);
     expect(secretKeys("export")).toEqual(["CURSOR_KEYS", "DATABASE_READ_URL", "DATABASE_URL"]);
     expect(secretKeys("catalog")).toEqual(["DATABASE_READ_URL", "DATABASE_URL"]);
-    expect(secretKeys("schema")).toEqual(["DATABASE_URL"]);
+    expect(secretKeys("schema")).toEqual(["CURSOR_KEYS", "DATABASE_URL"]);
   });
 });
 

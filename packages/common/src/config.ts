@@ -42,7 +42,24 @@ export const env = {
       .optional()
       .transform((v) => (v === undefined ? def : ["true", "1", "yes"].includes(v))),
   logLevel: () => z.enum(["fatal", "error", "warn", "info", "debug", "trace", "silent"]).default("info"),
+  /** A required value turned into T by `parse`; what it throws is the variable's message. */
+  parsed: <T>(parse: (text: string) => T) => z.string().transform((text, ctx) => parsedOrIssue(parse, text, ctx)),
+  /** As `parsed`, but unset or empty is undefined. */
+  optionalParsed: <T>(parse: (text: string) => T) =>
+    z
+      .string()
+      .optional()
+      .transform((text, ctx) => (text === undefined || text === "" ? undefined : parsedOrIssue(parse, text, ctx))),
 };
+
+function parsedOrIssue<T>(parse: (text: string) => T, text: string, ctx: z.RefinementCtx): T {
+  try {
+    return parse(text);
+  } catch (err) {
+    ctx.addIssue({ code: "custom", message: (err as Error).message });
+    return z.NEVER;
+  }
+}
 
 /** Runs main, printing configuration errors without a stack trace. */
 export function runMain(main: () => Promise<void>): void {

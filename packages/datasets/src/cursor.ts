@@ -204,11 +204,34 @@ export class CursorCodec {
   }
 
   /**
-   * The SQL expression that computes a row's `_cursor` inside the export query, byte-identical to
-   * encode(). Only hex literals built here and the given column expressions appear in it.
+   * What a table of stored cursors signed by `key` for `binding` records (form_ds.dataset_tables
+   * .cursor_signature): the cursor version, the key's id and a fingerprint of the per-dataset MAC key
+   * (a hash of it: the signature reveals nothing that signs). Equal signatures mean byte-identical
+   * cursors, so a reader whose keyring derives the same signature may serve the stored ones.
    */
-  sqlExpression(binding: CursorBinding, columns: { lastModified: string; id: string; rowIndex?: string }): string {
-    const key = this.keyring.signing;
+  storedSignature(binding: CursorBinding, key: CursorKey = this.keyring.signing): string {
+    const fingerprint = createHash("sha256").update("exportsvc/stored-cursor-signature\u0000").update(datasetMacKey(key.secret, this.version, binding)).digest("hex");
+    return `v${this.version}.k${key.id}.${fingerprint.slice(0, 32)}`;
+  }
+
+  /**
+   * The key of this keyring that signed a table's stored cursors, when this keyring would sign them
+   * byte-identically (same cursor version, the key still in the ring with the same secret, the same
+   * binding); otherwise undefined, and the cursors must be computed instead.
+   */
+  keyForStoredSignature(signature: string | null | undefined, binding: CursorBinding): CursorKey | undefined {
+    const match = signature ? /^v(\d{1,3})\.k(\d{1,3})\.[0-9a-f]{32}$/.exec(signature) : null;
+    if (!match || Number(match[1]) !== this.version) return undefined;
+    const key = this.keyring.get(Number(match[2]));
+    return key && this.storedSignature(binding, key) === signature ? key : undefined;
+  }
+
+  /**
+   * The SQL expression that computes a row's `_cursor` inside the export query, byte-identical to
+   * encode() (or, given `key`, to what that key of the ring would sign). Only hex literals built here
+   * and the given column expressions appear in it.
+   */
+  sqlExpression(binding: CursorBinding, columns: { lastModified: string; id: string; rowIndex?: string }, key: CursorKey = this.keyring.signing): string {
     const hex = (b: Buffer) => `'\\x${b.toString("hex")}'::bytea`;
     const header = Buffer.from([this.version, key.id]);
     const rowIndex = columns.rowIndex ? `int4send((${columns.rowIndex})::int4)` : hex(Buffer.alloc(4));

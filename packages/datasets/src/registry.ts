@@ -43,6 +43,11 @@ export interface RegistryEntry {
    * at or before it. Undefined when nothing was ever counted.
    */
   settlesAtMicros?: string;
+  /**
+   * A form dataset whose table stores each row's signed `_cursor` (column `signed_cursor`): the
+   * signature of the key and binding that signed them (migration 100). Undefined: none are stored.
+   */
+  storedCursorSignature?: string;
 }
 
 /** What the readers select: the stored row (less what only writers need) plus the change counter. */
@@ -51,16 +56,19 @@ type RegistryReadRow = Omit<StoredRegistryRow, "name_assignments" | "state"> & {
   change_counter: string;
   rewrite_counter: string;
   settles_at_micros: string | null;
+  stored_cursor_signature: string | null;
 };
 
 const SELECT_ENTRIES = `
   SELECT r.key, r.kind, r.source_ref, r.display_name, r.parent_key, r.columns, r.shape_fingerprint,
          r.generation, r.state, r.table_name, r.error, COALESCE(c.version, 0)::text AS change_counter,
          COALESCE(w.version, 0)::text AS rewrite_counter,
-         (extract(epoch FROM c.settles_at) * 1000000)::bigint::text AS settles_at_micros
+         (extract(epoch FROM c.settles_at) * 1000000)::bigint::text AS settles_at_micros,
+         t.cursor_signature AS stored_cursor_signature
     FROM dataset_registry r
     LEFT JOIN dataset_changes c ON c.organization_id = r.organization_id AND c.dataset = r.key
     LEFT JOIN dataset_rewrites w ON w.organization_id = r.organization_id
+    LEFT JOIN form_ds.dataset_tables t ON t.organization_id = r.organization_id AND t.table_name = r.table_name
    WHERE r.organization_id = $1 AND r.state <> 'retired'`;
 
 function toEntry(row: RegistryReadRow): RegistryEntry {
@@ -80,6 +88,7 @@ function toEntry(row: RegistryReadRow): RegistryEntry {
   if (row.table_name !== null) entry.tableName = row.table_name;
   if (row.error !== null) entry.error = row.error;
   if (row.settles_at_micros !== null) entry.settlesAtMicros = row.settles_at_micros;
+  if (row.stored_cursor_signature) entry.storedCursorSignature = row.stored_cursor_signature;
   return entry;
 }
 

@@ -1,3 +1,4 @@
+import type { CursorCodec } from "@exportsvc/datasets";
 import type { Client } from "pg";
 import type { PreviousDataset } from "./derive";
 
@@ -45,6 +46,11 @@ export interface RebuildOptions {
   parallelism?: number;
   /** Opens a helper connection (default: a new client with the pool's settings). */
   openHelper?: () => Promise<Client>;
+  /**
+   * Signs each row's `_cursor` into the new tables (the export's CURSOR_KEYS; see stored-cursors.ts);
+   * undefined: the tables store none and the export signs on every page.
+   */
+  cursorCodec?: CursorCodec;
 }
 
 export const DEFAULT_DROP_GRACE_MS = 60_000;

@@ -1,4 +1,5 @@
 import type { Pool, PoolClient } from "pg";
+import type { CursorCodec } from "@exportsvc/datasets";
 import { applyPendingChanges, emptyApplyResult, maintenanceLagSeconds, organizationFilter, OrganizationRotation, raiseHeldPendingFloors, type ApplyResult, type RebuildReport } from "./maintain";
 
 /** How often a draining loop raises held pending floors again (besides once at the end of each drain). */
@@ -21,6 +22,8 @@ export interface MaintenanceLoopOptions {
   dropGraceMs?: number;
   /** Tables of one form a rebuild renders at once (helper connections outside the pool); default 3. */
   rebuildParallelism?: number;
+  /** Signs the rows' stored `_cursor` in rebuilds and maintenance (see RebuildOptions.cursorCodec). */
+  cursorCodec?: CursorCodec;
   /**
    * Workers consuming the change log at once, each on its own pool connection (and, while it
    * rebuilds, its own helpers); organizations are served round-robin, so one organization's long
@@ -95,6 +98,7 @@ export function startMaintenanceLoop(pool: Pool, opts: MaintenanceLoopOptions = 
         organizationIds: opts.organizationIds,
         dropGraceMs: opts.dropGraceMs,
         rebuildParallelism: opts.rebuildParallelism,
+        cursorCodec: opts.cursorCodec,
         onRebuild: opts.onRebuild,
       });
       if (result.consumed + result.rebuilds + result.droppedTables + result.raisedFloors > 0) opts.onApplied?.(result);

@@ -1,12 +1,13 @@
 import type { Pool, PoolClient } from "pg";
-import { raisePendingFloors } from "@exportsvc/datasets";
+import { raisePendingFloors, type CursorCodec } from "@exportsvc/datasets";
 import { inTransaction } from "@exportsvc/db";
 import { DEFAULT_DROP_GRACE_MS, type BuildStatus } from "./build-types";
 import { openHelperClient } from "./materialize";
 import { rebuildFormInTransaction } from "./rebuild";
 import { dropRetiredTables } from "./retired-tables";
 import type { DatasetPlan } from "./derive";
-import { renderRowsSql, tableColumnNames } from "./render-sql";
+import { insertRenderedRowsSql } from "./render-sql";
+import { signingForTable } from "./stored-cursors";
 import { bumpDatasetChanges, errorMessage, formLockKeys, isTransient, pinTextForms } from "./sql-helpers";
 
 export interface ApplyOptions {
@@ -38,6 +39,8 @@ export interface ApplyOptions {
   dropRetired?: boolean;
   /** Raise again the pending floors something held back (default true; see raiseHeldPendingFloors). */
   raiseHeldFloors?: boolean;
+  /** Signs the rows' stored `_cursor` (see RebuildOptions.cursorCodec); undefined: rows are written without. */
+  cursorCodec?: CursorCodec;
 }
 
 /**
@@ -142,10 +145,10 @@ export async function applyPendingChanges(pool: Pool, opts: ApplyOptions = {}): 
   const maxRebuilds = opts.maxRebuilds ?? batchSize;
   const orgFilter = organizationFilter(opts);
   for (let i = 0; i < maxRebuilds; i++) {
-    const rebuilt = await runOneRebuildRequest(pool, orgFilter, result, opts.rebuildParallelism, opts.onRebuild, opts.rotation);
+    const rebuilt = await runOneRebuildRequest(pool, orgFilter, result, opts);
     if (!rebuilt) break;
   }
-  await applySubmissionChanges(pool, batchSize, orgFilter, result, opts.rotation);
+  await applySubmissionChanges(pool, batchSize, orgFilter, result, opts);
   if (opts.raiseHeldFloors !== false) result.raisedFloors = await raiseHeldPendingFloors(pool, orgFilter, batchSize);
   if (opts.dropRetired === false) return result;
   const client = await pool.connect();
@@ -174,10 +177,9 @@ async function runOneRebuildRequest(
   pool: Pool,
   orgFilter: string[] | null,
   result: ApplyResult,
-  parallelism?: number,
-  onRebuild?: (report: RebuildReport) => void,
-  rotation?: OrganizationRotation,
+  opts: Pick<ApplyOptions, "rebuildParallelism" | "onRebuild" | "rotation" | "cursorCodec">,
 ): Promise<boolean> {
+  const { onRebuild, rotation } = opts;
   let started = process.hrtime.bigint();
   const seconds = () => Number(process.hrtime.bigint() - started) / 1e9;
   let claimedForm: { organizationId: string; formId: string } | undefined;
@@ -211,7 +213,11 @@ async function runOneRebuildRequest(
             WHERE organization_id = $1 AND form_id = $2 AND kind = 'rebuild' FOR UPDATE SKIP LOCKED)`,
         [orgId, formId],
       );
-      const outcome = await rebuildFormInTransaction(client, orgId, formId, { parallelism, openHelper: () => openHelperClient(pool) });
+      const outcome = await rebuildFormInTransaction(client, orgId, formId, {
+        parallelism: opts.rebuildParallelism,
+        openHelper: () => openHelperClient(pool),
+        cursorCodec: opts.cursorCodec,
+      });
       return { consumed: same.rowCount ?? 0, form: claimedForm, outcome };
     });
     if (!rebuilt) return false;
@@ -258,8 +264,9 @@ async function applySubmissionChanges(
   batchSize: number,
   orgFilter: string[] | null,
   result: ApplyResult,
-  rotation?: OrganizationRotation,
+  opts: Pick<ApplyOptions, "rotation" | "cursorCodec">,
 ): Promise<void> {
+  const { rotation } = opts;
   let release = () => undefined as void;
   try {
     const consumed = await inTransaction(pool, async (client) => {
@@ -305,7 +312,7 @@ async function applySubmissionChanges(
           continue;
         }
         const submissionIds = [...new Set(changes.map((c) => c.submission_id))];
-        await applyFormChanges(client, orgId, formId, submissionIds, result);
+        await applyFormChanges(client, orgId, formId, submissionIds, result, opts.cursorCodec);
         consumedSeqs.push(...changes.map((c) => c.seq));
         consumedForms.set(orgId, (consumedForms.get(orgId) ?? new Set<string>()).add(formId));
         for (const c of changes) consumedSeqSet.add(c.seq);
@@ -334,6 +341,7 @@ interface LiveDataset {
   state: string;
   table_name: string | null;
   plan: DatasetPlan | null;
+  cursor_signature: string | null;
 }
 
 /**
@@ -341,14 +349,21 @@ interface LiveDataset {
  * so grid rows are renumbered from 1). Deleted forms are frozen; failed or unbuilt datasets wait for
  * a rebuild, which renders everything from the source anyway.
  */
-async function applyFormChanges(client: PoolClient, orgId: string, formId: string, submissionIds: string[], result: ApplyResult): Promise<void> {
+async function applyFormChanges(
+  client: PoolClient,
+  orgId: string,
+  formId: string,
+  submissionIds: string[],
+  result: ApplyResult,
+  cursorCodec: CursorCodec | undefined,
+): Promise<void> {
   const form = await client.query<{ deleted: boolean }>("SELECT deleted_at IS NOT NULL AS deleted FROM forms WHERE organization_id = $1 AND id = $2", [
     orgId,
     formId,
   ]);
   if (form.rowCount === 0 || form.rows[0].deleted) return;
   const datasets = await client.query<LiveDataset>(
-    `SELECT r.key, r.state, r.table_name, t.plan
+    `SELECT r.key, r.state, r.table_name, t.plan, t.cursor_signature
        FROM dataset_registry r
        LEFT JOIN form_ds.dataset_tables t ON t.organization_id = r.organization_id AND t.table_name = r.table_name
       WHERE r.organization_id = $1 AND r.kind IN ('submission', 'grid') AND (r.source_ref = $2 OR r.source_ref LIKE $2 || '/%')
@@ -363,10 +378,8 @@ async function applyFormChanges(client: PoolClient, orgId: string, formId: strin
     for (const d of datasets.rows) {
       const table = d.table_name!;
       const deleted = await client.query(`DELETE FROM ${table} WHERE organization_id = $1 AND id = ANY($2::uuid[])`, [orgId, submissionIds]);
-      const inserted = await client.query(
-        `INSERT INTO ${table} (${tableColumnNames(d.plan!).join(", ")})\n${renderRowsSql(d.plan!, { onlySubmissions: true })}`,
-        [orgId, formId, submissionIds],
-      );
+      const signing = signingForTable(cursorCodec, d.cursor_signature, orgId, d.plan!);
+      const inserted = await client.query(insertRenderedRowsSql(table, d.plan!, { onlySubmissions: true, signing }), [orgId, formId, submissionIds]);
       if ((deleted.rowCount ?? 0) + (inserted.rowCount ?? 0) > 0) moved.push(d.key);
     }
     const newest = await client.query<{ stamp: string | null }>(

@@ -1,7 +1,9 @@
 import { Client, type Pool, type PoolClient } from "pg";
 import { inTransaction } from "@exportsvc/db";
 import type { DatasetPlan } from "./derive";
-import { createIndexesSql, createTableSql, isDataException, renderRowsSql, tableColumnNames, type Conversions } from "./render-sql";
+import type { CursorCodec } from "@exportsvc/datasets";
+import { createIndexesSql, createTableSql, insertRenderedRowsSql, isDataException, type Conversions } from "./render-sql";
+import { signingForNewTable, type StoredCursorSigning } from "./stored-cursors";
 import { isTransient, pinTextForms } from "./sql-helpers";
 
 type Queryable = Pick<PoolClient, "query">;
@@ -26,6 +28,8 @@ interface ParallelRender {
   snapshot: string;
   /** Filled with the tables helpers committed (staged until the swap adopts them). */
   staged: string[];
+  /** Signs each row's stored `_cursor` (undefined: the tables store none). */
+  cursorCodec?: CursorCodec;
 }
 
 /**
@@ -44,7 +48,7 @@ export async function materializeInParallel(job: ParallelRender): Promise<void> 
   };
   const own = async () => {
     for (let plan = queue.shift(); plan; plan = queue.shift()) {
-      await materialize(job.client, job.orgId, job.formId, plan, job.tables.get(plan.key)!, { staged: false }).catch(stopOnFailure);
+      await materialize(job.client, job.orgId, job.formId, plan, job.tables.get(plan.key)!, { staged: false, cursorCodec: job.cursorCodec }).catch(stopOnFailure);
     }
   };
   const helper = async () => {
@@ -64,7 +68,7 @@ export async function materializeInParallel(job: ParallelRender): Promise<void> 
           await pinTextForms(conn);
           for (let plan = queue.shift(); plan; plan = queue.shift()) {
             const table = job.tables.get(plan.key)!;
-            await materialize(conn, job.orgId, job.formId, plan, table, { staged: true });
+            await materialize(conn, job.orgId, job.formId, plan, table, { staged: true, cursorCodec: job.cursorCodec });
             mine.push(table);
           }
         },
@@ -82,10 +86,18 @@ export async function materializeInParallel(job: ParallelRender): Promise<void> 
   if (failures.length > 0) throw failures.find(isTransient) ?? failures[0];
 }
 
-export async function materialize(client: Queryable, orgId: string, formId: string, plan: DatasetPlan, table: string, opts: { staged: boolean }): Promise<void> {
+export async function materialize(
+  client: Queryable,
+  orgId: string,
+  formId: string,
+  plan: DatasetPlan,
+  table: string,
+  opts: { staged: boolean; cursorCodec?: CursorCodec },
+): Promise<void> {
+  const signing = signingForNewTable(opts.cursorCodec, orgId, plan);
   await client.query(`DROP TABLE IF EXISTS ${table}`);
-  await client.query(createTableSql(table, plan));
-  await insertRenderedRows(client, orgId, formId, plan, table);
+  await client.query(createTableSql(table, plan, signing));
+  await insertRenderedRows(client, orgId, formId, plan, table, signing);
   // Indexes after the bulk insert (one sort each instead of a tree maintained row by row), with
   // enough sort memory that a form of millions of rows does not spill to disk.
   await client.query("SET LOCAL maintenance_work_mem = '256MB'");
@@ -96,9 +108,10 @@ export async function materialize(client: Queryable, orgId: string, formId: stri
   await client.query("SET LOCAL default_statistics_target = 10");
   await client.query(`ANALYZE ${table} (${plan.gridPath.length > 0 ? "organization_id, last_modified, id, row_index" : "organization_id, last_modified, id"})`);
   await client.query(
-    `INSERT INTO form_ds.dataset_tables (organization_id, table_name, dataset_key, form_id, plan, staged) VALUES ($1, $2, $3, $4, $5, $6)
-     ON CONFLICT (organization_id, table_name) DO UPDATE SET dataset_key = excluded.dataset_key, plan = excluded.plan, staged = excluded.staged, retired_at = NULL`,
-    [orgId, table, plan.key, formId, serializePlan(plan), opts.staged],
+    `INSERT INTO form_ds.dataset_tables (organization_id, table_name, dataset_key, form_id, plan, staged, cursor_signature) VALUES ($1, $2, $3, $4, $5, $6, $7)
+     ON CONFLICT (organization_id, table_name) DO UPDATE
+       SET dataset_key = excluded.dataset_key, plan = excluded.plan, staged = excluded.staged, cursor_signature = excluded.cursor_signature, retired_at = NULL`,
+    [orgId, table, plan.key, formId, serializePlan(plan), opts.staged, signing?.signature ?? null],
   );
 }
 
@@ -107,9 +120,8 @@ export async function materialize(client: Queryable, orgId: string, formId: stri
  * a malformed date of a recognised shape makes that statement raise, and the rows are rendered again
  * with the guarded conversions, which give the same text for every other value.
  */
-async function insertRenderedRows(client: Queryable, orgId: string, formId: string, plan: DatasetPlan, table: string): Promise<void> {
-  const insert = (conversions: Conversions) =>
-    client.query(`INSERT INTO ${table} (${tableColumnNames(plan).join(", ")})\n${renderRowsSql(plan, { onlySubmissions: false, conversions })}`, [orgId, formId]);
+async function insertRenderedRows(client: Queryable, orgId: string, formId: string, plan: DatasetPlan, table: string, signing: StoredCursorSigning | undefined): Promise<void> {
+  const insert = (conversions: Conversions) => client.query(insertRenderedRowsSql(table, plan, { onlySubmissions: false, conversions, signing }), [orgId, formId]);
   await client.query("SAVEPOINT optimistic_rows");
   try {
     await insert("optimistic");

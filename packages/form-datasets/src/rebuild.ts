@@ -88,9 +88,9 @@ export async function rebuildFormInTransaction(
     await assertSiteTimeZones(client, orgId, formId);
     const tables = new Map(plans.map((plan) => [plan.key, materializedTableName(orgId, plan.sourceRef, generation)] as const));
     if (snapshot && openHelper) {
-      await materializeInParallel({ client, orgId, formId, plans, tables, parallelism, openHelper, snapshot, staged });
+      await materializeInParallel({ client, orgId, formId, plans, tables, parallelism, openHelper, snapshot, staged, cursorCodec: opts.cursorCodec });
     } else {
-      for (const plan of plans) await materialize(client, orgId, formId, plan, tables.get(plan.key)!, { staged: false });
+      for (const plan of plans) await materialize(client, orgId, formId, plan, tables.get(plan.key)!, { staged: false, cursorCodec: opts.cursorCodec });
     }
     const retired = await swapRegistry(client, orgId, formId, plans, previous, tables, generation);
     if (staged.length > 0) {

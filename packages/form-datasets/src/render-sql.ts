@@ -2,6 +2,8 @@ import { escapeIdentifier, escapeLiteral } from "pg";
 import type { ColumnRender, FieldPart } from "./columns";
 import type { DatasetPlan } from "./derive";
 import type { FieldChoice, FormField } from "./fields";
+import { STORED_CURSOR_COLUMN } from "@exportsvc/datasets";
+import { storedCursorColumns, type StoredCursorSigning } from "./stored-cursors";
 
 /**
  * SQL that renders a dataset's rows from `submissions`, every CSV column already as its final text
@@ -15,7 +17,20 @@ import type { FieldChoice, FormField } from "./fields";
  * class 22) on a malformed date; the caller then reruns the statement with "guarded" (the default),
  * which never raises. See `optimisticInstantText`.
  */
-export function renderRowsSql(plan: DatasetPlan, opts: { onlySubmissions: boolean; conversions?: Conversions }): string {
+export interface RenderOptions {
+  /** Only the submissions of $3 (uuid[]), as the maintenance loop re-renders them; else the whole form. */
+  onlySubmissions: boolean;
+  conversions?: Conversions;
+  /** Each row's signed `_cursor` is rendered too, last (see stored-cursors.ts). */
+  signing?: StoredCursorSigning;
+}
+
+/** The INSERT of rendered rows into a materialized table (parameters: organization, form[, submissions]). */
+export function insertRenderedRowsSql(table: string, plan: DatasetPlan, opts: RenderOptions): string {
+  return `INSERT INTO ${table} (${tableColumnNames(plan, opts.signing).join(", ")})\n${renderRowsSql(plan, opts)}`;
+}
+
+export function renderRowsSql(plan: DatasetPlan, opts: RenderOptions): string {
   // Values converted with several references (dates, instants) are extracted once per row into a
   // lateral subquery `v` (OFFSET 0 keeps the planner from copying the extraction back into every reference).
   const extracted: string[] = [];
@@ -56,6 +71,15 @@ export function renderRowsSql(plan: DatasetPlan, opts: { onlySubmissions: boolea
     "x.completed_at",
     ...(depth > 0 ? [`g.i${depth}`] : []),
     ...renderedColumns(plan).map((c) => `${columnExpression(c.render, source, depth, ctx)} AS ${escapeIdentifier(c.tableColumn)}`),
+    ...(opts.signing
+      ? [
+          `${opts.signing.codec.sqlExpression(
+            opts.signing.binding,
+            { lastModified: "x.last_modified", id: "x.id", ...(depth > 0 ? { rowIndex: `g.i${depth}` } : {}) },
+            opts.signing.key,
+          )} AS ${STORED_CURSOR_COLUMN}`,
+        ]
+      : []),
   ];
   const from = depth === 0 ? submissions : `${submissions}\n CROSS JOIN LATERAL (${rows}) AS g`;
   const once = extracted.length === 0 ? "" : `\n CROSS JOIN LATERAL (SELECT ${extracted.map((e, i) => `${e} AS t${i + 1}`).join(", ")} OFFSET 0) AS v`;
@@ -84,11 +108,11 @@ const renderedColumns = (plan: DatasetPlan) => {
 };
 
 /** The materialized table's column list, in the order renderRowsSql produces them. */
-export function tableColumnNames(plan: DatasetPlan): string[] {
-  return [...typedColumns(plan), ...renderedColumns(plan).map((c) => c.tableColumn)];
+export function tableColumnNames(plan: DatasetPlan, signing?: StoredCursorSigning): string[] {
+  return [...typedColumns(plan), ...renderedColumns(plan).map((c) => c.tableColumn), ...storedCursorColumns(signing)];
 }
 
-export function createTableSql(qualifiedName: string, plan: DatasetPlan): string {
+export function createTableSql(qualifiedName: string, plan: DatasetPlan, signing?: StoredCursorSigning): string {
   const cols = [
     "organization_id uuid NOT NULL",
     "id uuid NOT NULL",
@@ -96,6 +120,7 @@ export function createTableSql(qualifiedName: string, plan: DatasetPlan): string
     "completed_at timestamptz",
     ...(plan.gridPath.length > 0 ? ["row_index integer NOT NULL"] : []),
     ...renderedColumns(plan).map((c) => `${escapeIdentifier(c.tableColumn)} text`),
+    ...storedCursorColumns(signing).map((c) => `${c} text`),
   ];
   return `CREATE TABLE ${qualifiedName} (\n  ${cols.join(",\n  ")}\n)`;
 }

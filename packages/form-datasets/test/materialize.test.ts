@@ -1,5 +1,5 @@
 import { Client, type Pool } from "pg";
-import { pageHorizon } from "@exportsvc/datasets";
+import { buildPageQuery, CursorCodec, CursorKeyring, loadRegistryEntry, pageHorizon, rowShape, STORED_CURSOR_COLUMN } from "@exportsvc/datasets";
 import { testDatabaseUrl } from "../../../test/support/db";
 import { hash8 } from "@exportsvc/naming";
 import { applyPendingChanges, buildDataset, startMaintenanceLoop, type FormField } from "../src";
@@ -1039,5 +1039,126 @@ describe("pending floors (issue 15): pages read the form's floor, which its cons
     await drain(orgId);
     expect((await pageHorizon(pool, orgId, formId)).visibleBeforeMicros).toBeGreaterThan(stamp);
     expect((await floorOf(orgId, formId)).held).toBe(false);
+  });
+});
+
+describe("stored cursors (issue 15): rows keep their signed _cursor, served only when the keyring signs them alike", () => {
+  const codecOf = (...keys: Array<[number, string]>) => new CursorCodec({ keyring: new CursorKeyring(keys.map(([id, secret]) => ({ id, secret: Buffer.from(secret) }))) });
+  const signer = codecOf([1, "stored-cursor-secret-one"]);
+
+  /** The first page's cursors as the export would read them with `codec` (or computed, ignoring stored ones). */
+  async function pageCursors(orgId: string, key: string, codec: CursorCodec, opts: { computed?: boolean } = {}) {
+    const entry = (await loadRegistryEntry(pool, orgId, key))!;
+    const dataset = opts.computed ? { ...entry, storedCursorSignature: undefined } : entry;
+    const sql = buildPageQuery(dataset, { organizationId: orgId, limit: 1000 }, codec);
+    const { rows } = await pool.query<{ _cursor: string }>(sql);
+    return { servesStored: sql.includes(STORED_CURSOR_COLUMN), cursors: rows.map((r) => r._cursor) };
+  }
+
+  async function storedCursors(orgId: string, key: string): Promise<Array<string | null>> {
+    const row = await registryRow(pool, orgId, key);
+    const { rows } = await pool.query<{ c: string | null }>(`SELECT ${STORED_CURSOR_COLUMN} AS c FROM ${row.table_name} WHERE organization_id = $1`, [orgId]);
+    return rows.map((r) => r.c);
+  }
+
+  /**
+   * Every cursor of the page is the one computed in the query (or, `sameKey: false`, one of the same
+   * position signed by another key of the ring), and verifies under `codec`.
+   */
+  async function expectServedCursorsExact(orgId: string, key: string, codec: CursorCodec, servesStored: boolean, opts: { sameKey?: boolean } = {}) {
+    const served = await pageCursors(orgId, key, codec);
+    const computed = await pageCursors(orgId, key, codec, { computed: true });
+    expect(served.servesStored).toBe(servesStored);
+    expect(computed.servesStored).toBe(false);
+    expect(served.cursors.length).toBeGreaterThan(0);
+    const position = (text: string) => Buffer.from(text, "base64").subarray(2, 30).toString("hex");
+    if (opts.sameKey === false) expect(served.cursors.map(position)).toEqual(computed.cursors.map(position));
+    else expect(served.cursors).toEqual(computed.cursors);
+    const entry = (await loadRegistryEntry(pool, orgId, key))!;
+    const binding = { organizationId: orgId, datasetKey: key, rowShape: rowShape(entry) };
+    for (const text of served.cursors) {
+      const parsed = codec.parse(text);
+      if (!parsed.ok) throw new Error(`cursor ${text}: ${parsed.problem}`);
+      expect(codec.verify(parsed.cursor, binding)).toBe(true);
+    }
+  }
+
+  async function signedForm() {
+    const orgId = await createTestOrganization(pool);
+    const item = field("text", "item", "Item");
+    const grid = field("grid", "items", "Items", { fields: [item] });
+    const formId = await insertForm(pool, orgId, "Signed", [field("text", "title", "Title"), grid]);
+    const subs: string[] = [];
+    for (let i = 0; i < 3; i++) {
+      subs.push(
+        await insertSubmission(pool, orgId, formId, {
+          lastModified: `2024-05-0${i + 1}T00:00:00Z`,
+          values: { [grid.id]: [{ [item.id]: `a${i}` }, { [item.id]: `b${i}` }] },
+        }),
+      );
+    }
+    await discardQueuedRebuilds(orgId);
+    expect((await buildDataset(pool, orgId, formId, { cursorCodec: signer })).status).toBe("built");
+    return { orgId, formId, subs, grid, item };
+  }
+
+  it("a build stores every row's cursor, byte-identical to the computed one, and records the signature", async () => {
+    const { orgId } = await signedForm();
+    for (const key of ["signed", "signed__items"]) {
+      const stored = await storedCursors(orgId, key);
+      expect(stored).toHaveLength(key === "signed" ? 3 : 6);
+      expect(stored.every((c) => c !== null)).toBe(true);
+      await expectServedCursorsExact(orgId, key, signer, true);
+      const entry = (await loadRegistryEntry(pool, orgId, key))!;
+      expect(entry.storedCursorSignature).toBe(signer.storedSignature({ organizationId: orgId, datasetKey: key, rowShape: rowShape(entry) }));
+    }
+  });
+
+  it("maintenance signs the rows it writes with the table's key; a consumer without that key writes them unsigned and pages still carry them", async () => {
+    const { orgId, subs, grid, item } = await signedForm();
+    const edit = (sub: string, stamp: string, n: number) =>
+      pool.query(`UPDATE submissions SET "values" = $3, last_modified = $4 WHERE organization_id = $1 AND id = $2`, [
+        orgId,
+        sub,
+        JSON.stringify({ [grid.id]: Array.from({ length: n }, (_, i) => ({ [item.id]: `e${i}` })) }),
+        stamp,
+      ]);
+    // Rotated: a new signing key, the table's key still in the ring; new rows follow the table's key.
+    await edit(subs[0], "2024-06-01T00:00:00Z", 3);
+    await applyPendingChanges(pool, { organizationId: orgId, cursorCodec: codecOf([2, "stored-cursor-secret-two"], [1, "stored-cursor-secret-one"]) });
+    expect((await storedCursors(orgId, "signed__items")).every((c) => c !== null)).toBe(true);
+    await expectServedCursorsExact(orgId, "signed__items", signer, true);
+
+    // Its key retired from the consumer's ring: that submission's rows are stored without.
+    await edit(subs[1], "2024-06-02T00:00:00Z", 2);
+    await applyPendingChanges(pool, { organizationId: orgId, cursorCodec: codecOf([2, "stored-cursor-secret-two"]) });
+    expect((await storedCursors(orgId, "signed__items")).filter((c) => c === null)).toHaveLength(2);
+    expect((await storedCursors(orgId, "signed")).filter((c) => c === null)).toHaveLength(1);
+    for (const key of ["signed", "signed__items"]) await expectServedCursorsExact(orgId, key, signer, true);
+  });
+
+  it("the export serves stored cursors only under a keyring that still has the table's key with the same secret", async () => {
+    const { orgId } = await signedForm();
+    // Rotated: stored cursors signed by key 1 are still served (and verify); new ones would be key 2's.
+    await expectServedCursorsExact(orgId, "signed", codecOf([2, "stored-cursor-secret-two"], [1, "stored-cursor-secret-one"]), true, { sameKey: false });
+    expect((await pageCursors(orgId, "signed", codecOf([2, "stored-cursor-secret-two"], [1, "stored-cursor-secret-one"]))).cursors.map((c) => Buffer.from(c, "base64")[1])).toEqual([1, 1, 1]);
+    await expectServedCursorsExact(orgId, "signed", codecOf([2, "stored-cursor-secret-two"]), false);
+    await expectServedCursorsExact(orgId, "signed", codecOf([1, "another-secret-for-key-one"]), false);
+  });
+
+  it("a build without a codec stores none: no column, no signature, cursors computed", async () => {
+    const orgId = await createTestOrganization(pool);
+    const formId = await insertForm(pool, orgId, "Unsigned", [field("text", "title", "Title")]);
+    await insertSubmission(pool, orgId, formId, { lastModified: "2024-05-01T00:00:00Z" });
+    await discardQueuedRebuilds(orgId);
+    await buildDataset(pool, orgId, formId);
+    const entry = (await loadRegistryEntry(pool, orgId, "unsigned"))!;
+    expect(entry.storedCursorSignature).toBeUndefined();
+    const column = await pool.query("SELECT 1 FROM information_schema.columns WHERE table_schema || '.' || table_name = $1 AND column_name = $2", [
+      entry.tableName!.replace(/"/g, ""),
+      STORED_CURSOR_COLUMN,
+    ]);
+    expect(column.rowCount).toBe(0);
+    await expectServedCursorsExact(orgId, "unsigned", signer, false);
   });
 });

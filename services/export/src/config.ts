@@ -16,14 +16,7 @@ export const exportConfigSchema = grpcServiceConfigSchema({ GRPC_PORT: 50053, DA
   /** Schema service (SyncDatasets when the registry is stale); empty disables the call. */
   SCHEMA_ADDRESS: z.string().default("127.0.0.1:50054"),
   /** `<id>:<secret>` entries, comma-separated; the first signs, all verify (docs/cursor.md). */
-  CURSOR_KEYS: z.string().transform((spec, ctx) => {
-    try {
-      return CursorKeyring.parse(spec);
-    } catch (err) {
-      ctx.addIssue({ code: "custom", message: (err as Error).message });
-      return z.NEVER;
-    }
-  }),
+  CURSOR_KEYS: env.parsed(CursorKeyring.parse),
   /**
    * Connections of this replica one organization may hold at once (unset: the gateway's default
    * per-organization concurrency, 5, but at most DATABASE_POOL_MAX - 1). Must stay below

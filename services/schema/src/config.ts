@@ -1,6 +1,6 @@
 import { z } from "zod";
 import { env, grpcServiceConfigSchema, parseConfig } from "@exportsvc/common";
-import { DEFAULT_TOMBSTONE_RETENTION_DAYS } from "@exportsvc/datasets";
+import { CursorKeyring, DEFAULT_TOMBSTONE_RETENTION_DAYS } from "@exportsvc/datasets";
 
 export const schemaConfigSchema = grpcServiceConfigSchema({ GRPC_PORT: 50054, DATABASE_POOL_MAX: 5 }).extend({
   /** Fallback polling of registry_sync_queue when a NOTIFY is missed (listener down, replica start). */
@@ -27,6 +27,12 @@ export const schemaConfigSchema = grpcServiceConfigSchema({ GRPC_PORT: 50054, DA
    * FORM_REBUILD_PARALLELISM - 1 helpers while it rebuilds); organizations are served round-robin.
    */
   FORM_MAINTENANCE_CONCURRENCY: env.int(2, 1, 32),
+  /**
+   * The export service's CURSOR_KEYS (same value): form dataset rows are then stored with their
+   * signed `_cursor`, which the export serves instead of signing each row on every page. Unset: rows
+   * are stored without, and the export signs them (docs/cursor.md, "Stored cursors").
+   */
+  CURSOR_KEYS: env.optionalParsed(CursorKeyring.parse),
 })
   // The loop's LISTEN connection and its workers come from the pool: more workers than connections
   // would only queue on the pool while holding claimed work.

@@ -1,5 +1,6 @@
 import { createLogger, type Logger, type RebuildOutcome, type ServiceMetrics } from "@exportsvc/common";
 import { createPool, isDatabaseUnavailable } from "@exportsvc/db";
+import { CursorCodec } from "@exportsvc/datasets";
 import { startMaintenanceLoop, type MaintenanceLoop, type RebuildReport } from "@exportsvc/form-datasets";
 import { SchemaService } from "@exportsvc/proto";
 import { handlerErrorMapping, serve, startGrpcService } from "@exportsvc/rpc";
@@ -61,6 +62,7 @@ export async function start(config: SchemaConfig, options: SchemaServiceOptions 
           pollIntervalMs: config.FORM_DATASETS_POLL_MS,
           rebuildParallelism: config.FORM_REBUILD_PARALLELISM,
           concurrency: config.FORM_MAINTENANCE_CONCURRENCY,
+          cursorCodec: config.CURSOR_KEYS ? new CursorCodec({ keyring: config.CURSOR_KEYS }) : undefined,
           organizationId: options.formMaintenanceOrganizationId,
           onError: (err) => log.warn({ err }, "form dataset maintenance pass failed; retrying on the next wake"),
           onApplied: (result) => log.debug({ result }, "form dataset changes applied"),

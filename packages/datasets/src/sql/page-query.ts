@@ -15,7 +15,15 @@ export interface PageDataset {
   columns: ReadonlyArray<ColumnSpec>;
   /** Materialized table of a form dataset. */
   tableName?: string;
+  /** Its rows' stored `_cursor` values were signed under this signature (RegistryEntry). */
+  storedCursorSignature?: string;
 }
+
+/**
+ * The column of a materialized form table holding each row's signed `_cursor` (when its
+ * dataset_tables row records a cursor_signature); written by packages/form-datasets.
+ */
+export const STORED_CURSOR_COLUMN = "signed_cursor";
 
 export interface PageRequest {
   organizationId: string;
@@ -144,11 +152,15 @@ export function buildPageQuery(dataset: PageDataset, request: PageRequest, codec
   if (request.visibleBeforeMicros !== undefined) where.push(`t.last_modified < ${timestamptzLiteral(request.visibleBeforeMicros)}`);
 
   const binding: CursorBinding = { organizationId: request.organizationId, datasetKey: dataset.key, rowShape: rowShape(dataset) };
-  const cursor = codec.sqlExpression(binding, {
+  const computed = codec.sqlExpression(binding, {
     lastModified: `${ROW}.last_modified`,
     id: `${ROW}.id`,
     ...(grid ? { rowIndex: `${ROW}.row_index` } : {}),
   });
+  // Stored cursors are served only when this keyring would sign them byte-identically; a row stored
+  // without one (its writer could not sign under the table's signature) gets it computed.
+  const stored = dataset.tableName !== undefined && codec.keyForStoredSignature(dataset.storedCursorSignature, binding) !== undefined;
+  const cursor = stored ? `COALESCE(${ROW}.${STORED_CURSOR_COLUMN}, ${computed})` : computed;
   const columns = dataset.columns.map((c) => `${source.expression(c)} AS ${identifier(c.key)}`);
   const order = grid ? `${ROW}.last_modified, ${ROW}.id, ${ROW}.row_index` : `${ROW}.last_modified, ${ROW}.id`;
 
