@@ -28,8 +28,11 @@
  *   BENCH_LAG_SECONDS      duration of the lag measurement (default 10)
  *   BENCH_REBUILD_PARALLELISM  tables rendered at once in (a) (default: the library default, 3);
  *                          (a1) always renders one at a time
+ *   BENCH_STORED_CURSORS   0: build without signing each row's stored `_cursor` (the schema service
+ *                          signs them when it has CURSOR_KEYS, as it does by default here)
  */
-import { randomUUID } from "node:crypto";
+import { randomBytes, randomUUID } from "node:crypto";
+import { CursorCodec, CursorKeyring } from "@exportsvc/datasets";
 import { Client } from "pg";
 import { createPool, inTransaction, migrate } from "@exportsvc/db";
 import { Pool } from "pg";
@@ -157,6 +160,10 @@ function baselineSql(plan: DatasetPlan, table: string): string {
    WHERE s.organization_id = $1 AND s.form_id = $2`;
 }
 
+/** As the schema service builds with CURSOR_KEYS: rows store their signed `_cursor` (docs/cursor.md). */
+const cursorCodec =
+  process.env.BENCH_STORED_CURSORS === "0" ? undefined : new CursorCodec({ keyring: CursorKeyring.parse(`1:${randomBytes(24).toString("base64")}`) });
+
 async function measureRebuild(pool: Pool, orgId: string, formId: string, repeats: number, parallelism: number) {
   const serialMs: number[] = [];
   const buildMs: number[] = [];
@@ -166,11 +173,11 @@ async function measureRebuild(pool: Pool, orgId: string, formId: string, repeats
   let renderedRows = 0;
   for (let round = 0; round < repeats; round++) {
     let t = process.hrtime.bigint();
-    const serial = await buildDataset(pool, orgId, formId, { dropGraceMs: 0, parallelism: 1 });
+    const serial = await buildDataset(pool, orgId, formId, { dropGraceMs: 0, parallelism: 1, cursorCodec });
     serialMs.push(ms(t));
     if (serial.status !== "built") throw new Error(`build ${serial.status}: ${serial.error}`);
     t = process.hrtime.bigint();
-    const built = await buildDataset(pool, orgId, formId, { dropGraceMs: 0, parallelism });
+    const built = await buildDataset(pool, orgId, formId, { dropGraceMs: 0, parallelism, cursorCodec });
     buildMs.push(ms(t));
     if (built.status !== "built") throw new Error(`build ${built.status}: ${built.error}`);
     datasets = built.datasets.length;
@@ -222,7 +229,7 @@ async function measureLag(pool: Pool, url: string, orgId: string, operatorFieldI
   writers.on("error", () => undefined);
   poller.on("error", () => undefined);
   await poller.connect();
-  const loop = startMaintenanceLoop(loopPool, { pollIntervalMs: 1000, onError: (e) => log(`loop error: ${String(e)}`) });
+  const loop = startMaintenanceLoop(loopPool, { pollIntervalMs: 1000, cursorCodec, onError: (e) => log(`loop error: ${String(e)}`) });
   await new Promise((r) => setTimeout(r, 300));
 
   /** Committed, not yet seen: submission id -> [marker, commit time]. */

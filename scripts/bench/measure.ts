@@ -81,38 +81,52 @@ export async function measureRawCopy(
   return { name, rows, bytes, pages, seconds: Number(process.hrtime.bigint() - started) / 1e9 };
 }
 
-/** (b) A full export through the export service's gRPC stream, as the gateway consumes it. */
-export async function measureGrpc(address: string, organizationId: string, datasetKey: string, limit: number): Promise<Measurement> {
-  const client = createClient(ExportService, address);
-  const started = process.hrtime.bigint();
+/**
+ * A full export as a loader pages it: each page's bytes go through `onChunk` (counted, their lines
+ * counted, the tail kept), the next page starts from the last row's `_cursor`, and a page with fewer
+ * rows than `limit` ends it.
+ */
+async function pageThroughCursors(limit: number, readPage: (cursor: string | undefined, onChunk: (chunk: Uint8Array) => void) => Promise<void>) {
   let rows = 0;
   let bytes = 0;
   let pages = 0;
   let cursor: string | undefined;
+  for (;;) {
+    const tail = new Tail();
+    let lines = 0;
+    await readPage(cursor, (chunk) => {
+      bytes += chunk.byteLength;
+      lines += countLines(chunk);
+      tail.push(chunk);
+    });
+    pages++;
+    const pageRows = lines - 1;
+    rows += pageRows;
+    if (pageRows < limit) break;
+    cursor = tail.lastField();
+  }
+  return { rows, bytes, pages };
+}
+
+/** (b) A full export through the export service's gRPC stream, as the gateway consumes it. */
+export async function measureGrpc(address: string, organizationId: string, datasetKey: string, limit: number): Promise<Measurement> {
+  const client = createClient(ExportService, address);
+  const started = process.hrtime.bigint();
   try {
-    for (;;) {
-      const tail = new Tail();
-      let lines = 0;
-      await new Promise<void>((resolve, reject) => {
-        const stream = client.exportCsv({ organizationId, datasetKey, limit, ...(cursor ? { cursor } : {}) });
-        stream.on("data", (msg: { data: Uint8Array }) => {
-          bytes += msg.data.length;
-          lines += countLines(msg.data);
-          tail.push(msg.data);
-        });
-        stream.on("error", (err) => reject(fromServiceError(err)));
-        stream.on("end", () => resolve());
-      });
-      pages++;
-      const pageRows = lines - 1;
-      rows += pageRows;
-      if (pageRows < limit) break;
-      cursor = tail.lastField();
-    }
+    const counted = await pageThroughCursors(
+      limit,
+      (cursor, onChunk) =>
+        new Promise<void>((resolve, reject) => {
+          const stream = client.exportCsv({ organizationId, datasetKey, limit, ...(cursor ? { cursor } : {}) });
+          stream.on("data", (msg: { data: Uint8Array }) => onChunk(msg.data));
+          stream.on("error", (err) => reject(fromServiceError(err)));
+          stream.on("end", () => resolve());
+        }),
+    );
+    return { name: "export service (gRPC)", ...counted, seconds: Number(process.hrtime.bigint() - started) / 1e9 };
   } finally {
     client.close();
   }
-  return { name: "export service (gRPC)", rows, bytes, pages, seconds: Number(process.hrtime.bigint() - started) / 1e9 };
 }
 
 /**
@@ -124,32 +138,18 @@ export async function measureGrpc(address: string, organizationId: string, datas
 export async function measureHttp(baseUrl: string, apiKey: string, datasetKey: string, limit: number, gzip = false): Promise<Measurement> {
   const agent = new http.Agent({ keepAlive: true, maxSockets: 1 });
   const started = process.hrtime.bigint();
-  let rows = 0;
-  let bytes = 0;
-  let pages = 0;
-  let cursor: string | undefined;
   try {
-    for (;;) {
+    const counted = await pageThroughCursors(limit, (cursor, onChunk) => {
       const url = new URL(`/v1/datasets/${encodeURIComponent(datasetKey)}/csv`, baseUrl);
       url.searchParams.set("limit", String(limit));
       if (cursor) url.searchParams.set("cursor", cursor);
-      const tail = new Tail();
-      let lines = 0;
-      await getBody(url, { authorization: `Bearer ${apiKey}`, "accept-encoding": gzip ? "gzip" : "identity" }, agent, (chunk) => {
-        bytes += chunk.length;
-        lines += countLines(chunk);
-        tail.push(chunk);
-      });
-      pages++;
-      const pageRows = lines - 1;
-      rows += pageRows;
-      if (pageRows < limit) break;
-      cursor = tail.lastField();
-    }
+      return getBody(url, { authorization: `Bearer ${apiKey}`, "accept-encoding": gzip ? "gzip" : "identity" }, agent, onChunk);
+    });
+    const name = gzip ? "HTTP API, gzip (decoded bytes)" : "HTTP API (gateway)";
+    return { name, ...counted, seconds: Number(process.hrtime.bigint() - started) / 1e9 };
   } finally {
     agent.destroy();
   }
-  return { name: gzip ? "HTTP API, gzip (decoded bytes)" : "HTTP API (gateway)", rows, bytes, pages, seconds: Number(process.hrtime.bigint() - started) / 1e9 };
 }
 
 /** One GET whose (decoded) body goes to `onChunk`; a status other than 200 rejects with the body's text. */

@@ -23,6 +23,7 @@ import { randomUUID } from "node:crypto";
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
+import { CursorCodec, CursorKeyring } from "@exportsvc/datasets";
 import { createPool, migrate } from "@exportsvc/db";
 import { buildDataset } from "@exportsvc/form-datasets";
 import { ExportApiClient, SyncEngine, openTarget } from "../../packages/sync-client/src";
@@ -30,13 +31,13 @@ import { provisionDatabase } from "./database";
 import { generateSuppliers } from "./dataset";
 import { envInt as num, log, secondsSince } from "./helpers";
 import { measureHttp, type Measurement } from "./measure";
-import { startBenchStack } from "./stack";
+import { newBenchCursorKeys, startBenchStack } from "./stack";
 
 /** A fresh database on DATABASE_URL's server; drop() always drops it (the source database is kept with BENCH_KEEP=1 below). */
 const database = (name: string) => provisionDatabase(name, { keep: false });
 
 /** A form with a grid: `submissions` submissions of 5 grid rows, built as the schema service builds it. */
-async function generateForm(pool: ReturnType<typeof createPool>, orgId: string, submissions: number) {
+async function generateForm(pool: ReturnType<typeof createPool>, orgId: string, submissions: number, cursorKeys: string) {
   const siteId = randomUUID();
   const formId = randomUUID();
   const f = (type: string, key: string, extra: Record<string, unknown> = {}) => ({ id: randomUUID(), key, label: key, type, ...extra });
@@ -57,7 +58,8 @@ async function generateForm(pool: ReturnType<typeof createPool>, orgId: string, 
     [orgId, formId, siteId, fields[0].id, fields[1].id, item.id, qty.id, ok.id, grid.id, submissions],
   );
   await pool.query("DELETE FROM form_dataset_changes");
-  const built = await buildDataset(pool, orgId, formId, { dropGraceMs: 0 });
+  // As the schema service builds it: the rows store their signed cursors (docs/cursor.md).
+  const built = await buildDataset(pool, orgId, formId, { dropGraceMs: 0, cursorCodec: new CursorCodec({ keyring: CursorKeyring.parse(cursorKeys) }) });
   if (built.status !== "built") throw new Error(`form build ${built.status}: ${built.error}`);
   await pool.query("VACUUM ANALYZE");
 }
@@ -124,9 +126,10 @@ async function main() {
     await migrate(pool);
     await generateSuppliers(pool, organizationId, suppliers, log);
     const t = Date.now();
-    await generateForm(pool, organizationId, submissions);
+    const cursorKeys = newBenchCursorKeys();
+    await generateForm(pool, organizationId, submissions, cursorKeys);
     log(`generated ${submissions} submissions (${submissions * 5} grid rows) and built their datasets in ${Date.now() - t} ms`);
-    const { stack, apiKey } = await startBenchStack(pool, source.url, organizationId);
+    const { stack, apiKey } = await startBenchStack(pool, source.url, organizationId, cursorKeys);
     try {
       const listing = await new ExportApiClient({ baseUrl: stack.baseUrl, apiKey }).listing();
       if (listing.notModified) throw new Error("unexpected 304");

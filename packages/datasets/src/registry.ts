@@ -45,7 +45,8 @@ export interface RegistryEntry {
   settlesAtMicros?: string;
   /**
    * A form dataset whose table stores each row's signed `_cursor` (column `signed_cursor`): the
-   * signature of the key and binding that signed them (migration 100). Undefined: none are stored.
+   * signature of the key and binding that signed them (migration 100). Undefined: none are stored,
+   * or the entry comes from loadRegistry (the listing has no use for it; only single entries read it).
    */
   storedCursorSignature?: string;
 }
@@ -59,17 +60,20 @@ type RegistryReadRow = Omit<StoredRegistryRow, "name_assignments" | "state"> & {
   stored_cursor_signature: string | null;
 };
 
-const SELECT_ENTRIES = `
+/** The readers' statement; only a page (one entry) needs the table's stored-cursor signature. */
+const selectEntries = (storedCursorSignature: boolean) => `
   SELECT r.key, r.kind, r.source_ref, r.display_name, r.parent_key, r.columns, r.shape_fingerprint,
          r.generation, r.state, r.table_name, r.error, COALESCE(c.version, 0)::text AS change_counter,
          COALESCE(w.version, 0)::text AS rewrite_counter,
          (extract(epoch FROM c.settles_at) * 1000000)::bigint::text AS settles_at_micros,
-         t.cursor_signature AS stored_cursor_signature
+         ${storedCursorSignature ? "t.cursor_signature" : "NULL::text"} AS stored_cursor_signature
     FROM dataset_registry r
     LEFT JOIN dataset_changes c ON c.organization_id = r.organization_id AND c.dataset = r.key
-    LEFT JOIN dataset_rewrites w ON w.organization_id = r.organization_id
-    LEFT JOIN form_ds.dataset_tables t ON t.organization_id = r.organization_id AND t.table_name = r.table_name
+    LEFT JOIN dataset_rewrites w ON w.organization_id = r.organization_id${
+      storedCursorSignature ? "\n    LEFT JOIN form_ds.dataset_tables t ON t.organization_id = r.organization_id AND t.table_name = r.table_name" : ""
+    }
    WHERE r.organization_id = $1 AND r.state <> 'retired'`;
+const SELECT_ENTRIES = selectEntries(false);
 
 function toEntry(row: RegistryReadRow): RegistryEntry {
   const entry: RegistryEntry = {
@@ -120,7 +124,7 @@ export async function ensureRegistryCurrent(
 }
 
 /** The sync check and one entry in one statement: `registry_pending` / `registry_empty` as in ensureRegistryCurrent. */
-const SELECT_ENTRY = preparedStatement("registry-entry", `${SELECT_ENTRIES} AND r.key = $2`);
+const SELECT_ENTRY = preparedStatement("registry-entry", `${selectEntries(true)} AND r.key = $2`);
 // Every page runs it: prepared (planning it cost three times its execution).
 const SELECT_ENTRY_IF_CURRENT = preparedStatement(
   "registry-entry-if-current",
