@@ -26,6 +26,9 @@ export type ConnectionRefusalReason = "max_connections";
 export type AuthCacheResult = "hit" | "miss" | "negative_hit";
 /** Who decided a listing's 304: the gateway from a remembered settled version, or the catalog. */
 export type NotModifiedDecider = "gateway" | "catalog";
+/** Where a form dataset page's `_cursor` values came from: stored with the rows, or signed by the page query. */
+export const FORM_PAGE_CURSOR_SOURCES = ["stored", "signed"] as const;
+export type FormPageCursorSource = (typeof FORM_PAGE_CURSOR_SOURCES)[number];
 export const REBUILD_OUTCOMES = ["success", "failure", "superseded"] as const;
 export type RebuildOutcome = (typeof REBUILD_OUTCOMES)[number];
 /** Kinds of what holds the export visibility horizon back (docs/export.md); no organization label. */
@@ -89,6 +92,7 @@ export class ServiceMetrics {
   readonly exportBytes: Counter<"family">;
   readonly exportStreamAborts: Counter<"reason">;
   readonly replicaFallbacks: Counter<"reads">;
+  readonly formPages: Counter<"source">;
   readonly rateLimitRejections: Counter<"limit">;
   readonly httpConnectionsRefused: Counter<"reason">;
   readonly httpOpenConnections: Gauge;
@@ -162,6 +166,12 @@ export class ServiceMetrics {
       name: "export_replica_fallbacks_total",
       help: "Reads meant for the DATABASE_READ_URL standby that went to the primary because the standby lagged past READ_REPLICA_MAX_WAIT_MS, by what was read.",
       labelNames: ["reads"],
+      registers,
+    });
+    this.formPages = new Counter({
+      name: "export_form_pages_total",
+      help: "Form dataset pages exported, by where their _cursor values came from: stored with the rows, or signed by the page query (the table's signing key left the export's CURSOR_KEYS, or the schema service has none).",
+      labelNames: ["source"],
       registers,
     });
     this.rateLimitRejections = new Counter({
@@ -297,6 +307,15 @@ export class ServiceMetrics {
    * `page` an export page, `listing` a dataset listing. Call exposeReplicaFallbacks() at start-up
    * where a standby is configured, so the first fallback is an increase from 0.
    */
+  recordFormPage(source: FormPageCursorSource): void {
+    this.formPages.inc({ source });
+  }
+
+  /** Both sources at 0 from start-up, so the first signed page is an increase. */
+  exposeFormPages(): void {
+    for (const source of FORM_PAGE_CURSOR_SOURCES) this.formPages.inc({ source }, 0);
+  }
+
   recordReplicaFallback(reads: "page" | "listing"): void {
     this.replicaFallbacks.inc({ reads });
   }

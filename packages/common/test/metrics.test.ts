@@ -103,7 +103,7 @@ describe("createMetrics", () => {
     expect(sample(text, "http_problem_responses_total", { status: "500", error_code: "OTHER" })).toBe(1);
   });
 
-  it("records export volume, aborts, limits, auth cache, rebuilds, lag and the Redis fallback", async () => {
+  it("records export volume, aborts, limits, auth cache, form page cursors, rebuilds, lag and the Redis fallback", async () => {
     const metrics = createMetrics({ defaultMetrics: false, build: { imageTag: "1.2.3", commit: "abc123" } });
     metrics.recordExport("grid", 5000, 1_048_576);
     metrics.recordExport("grid", 10, 2048);
@@ -115,6 +115,9 @@ describe("createMetrics", () => {
     metrics.recordListingNotModified("gateway");
     metrics.recordListingNotModified("gateway");
     metrics.recordListingNotModified("catalog");
+    metrics.exposeFormPages();
+    metrics.recordFormPage("stored");
+    metrics.recordFormPage("stored");
     metrics.observeRebuild("failure", 12);
     metrics.observeRebuild("success", 0.4);
     metrics.setMaintenanceLag(-3);
@@ -128,6 +131,8 @@ describe("createMetrics", () => {
     expect(sample(text, "ratelimit_rejections_total", { limit: "concurrency" })).toBe(1);
     expect(sample(text, "listing_not_modified_total", { decided_by: "gateway" })).toBe(2);
     expect(sample(text, "listing_not_modified_total", { decided_by: "catalog" })).toBe(1);
+    expect(sample(text, "export_form_pages_total", { source: "stored" })).toBe(2);
+    expect(sample(text, "export_form_pages_total", { source: "signed" })).toBe(0);
     expect(sample(text, "auth_cache_lookups_total", { result: "negative_hit" })).toBe(1);
     expect(sample(text, "dataset_rebuilds_total", { outcome: "failure" })).toBe(1);
     expect(sample(text, "dataset_rebuild_duration_seconds_bucket", { outcome: "failure", le: "10" })).toBe(0);

@@ -14,6 +14,7 @@ import { readDocumentFile } from "./apply/validate";
 import { databaseConfig, keyHashConfig } from "./config";
 import { ExportctlError, isExportctlError } from "./errors";
 import { checkKeyHashSecret, issueKey, listKeys, revokeKey } from "./keys";
+import { requestFormRebuilds } from "./forms";
 import { createOrganization, deleteOrganization, listOrganizations, setOrganizationEnabled } from "./organizations";
 
 interface GlobalOptions {
@@ -154,6 +155,23 @@ export function buildProgram(): Command {
     .action(async (keyId: string) => {
       const r = await withOrm((orm) => revokeKey(orm, keyId));
       print(r, () => `key ${r.keyId}: revoked${r.changed ? "" : " (already revoked)"} at ${r.revokedAt}`);
+    });
+
+  const forms = program.command("forms").description("form datasets");
+  forms
+    .command("rebuild")
+    .description("queue a rebuild of form datasets (the schema service runs it): after a cursor key left CURSOR_KEYS, or to retry a failed dataset")
+    .option("--org <id>", "this organization's forms")
+    .option("--form <id...>", "only these forms of --org")
+    .option("--all", "every organization's forms", false)
+    .action(async (o: { org?: string; form?: string[]; all: boolean }) => {
+      const r = await withPool((pool) => requestFormRebuilds(pool, { organizationId: o.org, formIds: o.form, all: o.all }));
+      const count = Object.values(r.forms).reduce((n, ids) => n + ids.length, 0);
+      print(r, () =>
+        count === 0
+          ? "no published form to rebuild"
+          : `queued rebuilds of ${count} form(s) in ${r.organizations} organization(s); the schema service runs them (dataset_maintenance_lag_seconds shows the queue)`,
+      );
     });
 
   program

@@ -99,4 +99,48 @@ describe("exportctl CLI", () => {
     await expect(revokeKey(orm, "ak_doesnotexist0000")).rejects.toThrow(/no API key/);
     expect(await listKeys(orm, { organizationId: org })).toEqual([]);
   });
+  test("forms rebuild queues the organization's published, live forms (or the ones named); bad input is refused before anything is queued", async () => {
+    const org = randomUUID();
+    await createOrganization(pool, { name: "Rebuild Foods", id: org });
+    const form = async (name: string, opts: { published: boolean; deleted?: boolean }) => {
+      const id = randomUUID();
+      await pool.query("INSERT INTO forms (organization_id, id, name, record_prefix, deleted_at) VALUES ($1, $2, $3, 'R', $4)", [org, id, name, opts.deleted ? new Date() : null]);
+      await pool.query("INSERT INTO form_versions (organization_id, form_id, version, fields, published_at) VALUES ($1, $2, 1, '[]', $3)", [org, id, opts.published ? new Date() : null]);
+      return id;
+    };
+    const [a, b] = [await form("A", { published: true }), await form("B", { published: true })];
+    await form("Draft", { published: false });
+    await form("Gone", { published: true, deleted: true });
+    const queued = async () =>
+      (await pool.query<{ form_id: string }>("SELECT form_id FROM form_dataset_changes WHERE organization_id = $1 AND kind = 'rebuild' ORDER BY seq", [org])).rows.map((r) => r.form_id);
+    // Publishing queued its own requests: start from none.
+    await pool.query("DELETE FROM form_dataset_changes WHERE organization_id = $1", [org]);
+
+    const all = await exportctl(["--json", "forms", "rebuild", "--org", org]);
+    expect(all.code).toBe(0);
+    expect(JSON.parse(all.stdout)).toEqual({ organizations: 1, forms: { [org]: [a, b].sort() } });
+    expect((await queued()).sort()).toEqual([a, b].sort());
+
+    await pool.query("DELETE FROM form_dataset_changes WHERE organization_id = $1", [org]);
+    const one = await exportctl(["forms", "rebuild", "--org", org, "--form", b]);
+    expect(one.code).toBe(0);
+    expect(one.stdout).toContain("queued rebuilds of 1 form(s) in 1 organization(s)");
+    expect(await queued()).toEqual([b]);
+
+    await pool.query("DELETE FROM form_dataset_changes WHERE organization_id = $1", [org]);
+    const unknownForm = randomUUID();
+    for (const [args, message] of [
+      [["forms", "rebuild", "--org", org, "--form", a, unknownForm], `no such form in organization ${org}: ${unknownForm}`],
+      [["forms", "rebuild", "--org", "not-a-uuid"], "--org must be a uuid, got 'not-a-uuid'"],
+      [["forms", "rebuild", "--org", randomUUID().replace(/.$/, "0")], "does not exist"],
+      [["forms", "rebuild"], "give either --org <id> or --all"],
+      [["forms", "rebuild", "--all", "--form", a], "--form needs --org"],
+    ] as const) {
+      const r = await exportctl([...args]);
+      expect(r.code).toBe(1);
+      expect(r.stderr).toContain(message);
+      expect(r.stderr).not.toMatch(/\n\s+at /);
+    }
+    expect(await queued()).toEqual([]);
+  }, CHILD_PROCESS_TIMEOUT);
 });

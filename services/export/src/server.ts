@@ -46,6 +46,7 @@ export async function start(config: ExportConfig, options: StartOptions = {}): P
     serverOptions: { "grpc.max_send_message_length": 16 * 1024 * 1024 },
     implement: (metrics) => {
       if (readPool) metrics.exposeReplicaFallbacks("page");
+      metrics.exposeFormPages();
       const deps: ExportDependencies = {
         pool,
         codec: new CursorCodec({ keyring: config.CURSOR_KEYS, version: options.cursorVersion }),

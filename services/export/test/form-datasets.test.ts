@@ -1,10 +1,14 @@
 import type { Pool } from "pg";
+import { CursorCodec, CursorKeyring } from "@exportsvc/datasets";
 import { buildDataset } from "@exportsvc/form-datasets";
 import { createTestOrganization, testPool } from "../../../test/support/db";
 import { field, insertForm, insertSite, insertSubmission } from "../../../packages/form-datasets/test/support";
-import { exportPage, startExport, type ExportHarness, type Page } from "./support";
+import { exportPage, startExport, TEST_CURSOR_KEYS, type ExportHarness, type Page } from "./support";
 
-/** Form datasets materialized by packages/form-datasets, exported through real gRPC and COPY. */
+/**
+ * Form datasets materialized by packages/form-datasets, exported through real gRPC and COPY. Built as
+ * the schema service builds them with the export's CURSOR_KEYS: the rows store their signed cursors.
+ */
 let pool: Pool;
 let harness: ExportHarness;
 let org: string;
@@ -18,7 +22,7 @@ const exportOrder = () =>
 
 beforeAll(async () => {
   pool = testPool();
-  harness = await startExport();
+  harness = await startExport({ METRICS_PORT: "0" });
   org = await createTestOrganization(pool);
   const siteId = await insertSite(pool, org, { name: "Plant", timeZone: "Europe/Berlin" });
   const reading = field("number", "value", "Value");
@@ -42,7 +46,7 @@ beforeAll(async () => {
   }
   // The engine keeps its own change log; this test builds directly.
   await pool.query("DELETE FROM form_dataset_changes WHERE organization_id = $1", [org]).catch(() => undefined);
-  const result = await buildDataset(pool, org, formId);
+  const result = await buildDataset(pool, org, formId, { cursorCodec: new CursorCodec({ keyring: CursorKeyring.parse(TEST_CURSOR_KEYS) }) });
   expect(result.status).toBe("built");
   datasets = result.datasets;
   await pool.query("DELETE FROM registry_sync_queue WHERE organization_id = $1", [org]);
@@ -100,4 +104,30 @@ it("filters on completed_at (from inclusive, to exclusive), grids by their submi
   const grid = await exportPage(harness.client, { organizationId: org, datasetKey: gridKey, ...range });
   expect(new Set(grid.rows.map((r) => r.id))).toEqual(new Set([submissions[1], submissions[2]]));
   expect(grid.rows).toHaveLength(2 + 3);
+});
+
+it("serves the cursors stored with the rows, signs them where the table's key is not in its ring, and counts which", async () => {
+  const formPages = async () => {
+    const text = await (await fetch(`http://127.0.0.1:${harness.service.metricsPort}/metrics`)).text();
+    const count = (source: string) => Number(text.split("\n").find((l) => l.startsWith(`export_form_pages_total{source="${source}"}`))?.split(" ").pop());
+    return { stored: count("stored"), signed: count("signed") };
+  };
+  const before = await formPages();
+  expect(before.signed).toBeGreaterThanOrEqual(0); // exposed from start-up
+  const stored = await pageAll(datasets[0], 2);
+  const afterStored = await formPages();
+  expect(afterStored.stored - before.stored).toBe(stored.length);
+  expect(afterStored.signed).toBe(before.signed);
+
+  // A table signed by a key this export does not have: its pages sign every row, and still page.
+  const formId = await insertForm(pool, org, "Other Ring", [field("text", "note", "Note")]);
+  for (let i = 0; i < 3; i++) await insertSubmission(pool, org, formId, { lastModified: `2024-07-0${i + 1}T00:00:00Z` });
+  await pool.query("DELETE FROM form_dataset_changes WHERE organization_id = $1", [org]);
+  const other = await buildDataset(pool, org, formId, { cursorCodec: new CursorCodec({ keyring: CursorKeyring.parse("77:a-key-the-export-does-not-have") }) });
+  await pool.query("DELETE FROM registry_sync_queue WHERE organization_id = $1", [org]);
+  const signed = await pageAll(other.datasets[0], 2);
+  expect(signed.flatMap((p) => p.rows)).toHaveLength(3);
+  const afterSigned = await formPages();
+  expect(afterSigned.signed - afterStored.signed).toBe(signed.length);
+  expect(afterSigned.stored).toBe(afterStored.stored);
 });

@@ -119,6 +119,16 @@ function sourceOf(dataset: PageDataset, organizationId: string): Source {
   };
 }
 
+/**
+ * Whether a page of this dataset serves the `_cursor` values stored with its rows: only when this
+ * keyring would sign them byte-identically (docs/cursor.md, "Stored cursors").
+ */
+export function servesStoredCursors(dataset: PageDataset, organizationId: string, codec: CursorCodec): boolean {
+  if (dataset.tableName === undefined || dataset.storedCursorSignature === undefined) return false;
+  const binding: CursorBinding = { organizationId, datasetKey: dataset.key, rowShape: rowShape(dataset) };
+  return codec.keyForStoredSignature(dataset.storedCursorSignature, binding) !== undefined;
+}
+
 /** The alias of the envelope's live site in a form dataset page. */
 const LIVE_SITE = "live_site";
 
@@ -157,10 +167,8 @@ export function buildPageQuery(dataset: PageDataset, request: PageRequest, codec
     id: `${ROW}.id`,
     ...(grid ? { rowIndex: `${ROW}.row_index` } : {}),
   });
-  // Stored cursors are served only when this keyring would sign them byte-identically; a row stored
-  // without one (its writer could not sign under the table's signature) gets it computed.
-  const stored = dataset.tableName !== undefined && codec.keyForStoredSignature(dataset.storedCursorSignature, binding) !== undefined;
-  const cursor = stored ? `COALESCE(${ROW}.${STORED_CURSOR_COLUMN}, ${computed})` : computed;
+  // A row stored without a cursor (its writer could not sign under the table's signature) gets it computed.
+  const cursor = servesStoredCursors(dataset, request.organizationId, codec) ? `COALESCE(${ROW}.${STORED_CURSOR_COLUMN}, ${computed})` : computed;
   const columns = dataset.columns.map((c) => `${source.expression(c)} AS ${identifier(c.key)}`);
   const order = grid ? `${ROW}.last_modified, ${ROW}.id, ${ROW}.row_index` : `${ROW}.last_modified, ${ROW}.id`;
 

@@ -7,6 +7,7 @@ import {
   loadCurrentRegistryEntry,
   headerFields,
   loadRegistryEntry,
+  servesStoredCursors,
   UnsupportedDatasetError,
   type CursorCodec,
   type CursorPosition,
@@ -122,6 +123,7 @@ async function exportPage(deps: ExportDependencies, request: ExportCsvRequest, s
   const header = Buffer.from(`${headerFields(dataset).map(csvField).join(",")}\n`, "utf8");
   const outcome = await streamCsv(deps, { source, select, header, sink, dataset, organizationId: request.organizationId, traceId, what: "export" });
   deps.metrics?.recordExport(dataset.kind, outcome.rows, outcome.bytes);
+  if (dataset.tableName !== undefined) deps.metrics?.recordFormPage(servesStoredCursors(dataset, request.organizationId, deps.codec) ? "stored" : "signed");
   deps.logger.info(
     {
       organizationId: request.organizationId,
