@@ -38,7 +38,7 @@ import { CursorCodec, CursorKeyring, loadRegistryEntry, pageHorizon, type PageDa
 import { buildDataset, formLockKeys, type FormField } from "@exportsvc/form-datasets";
 import { provisionDatabase } from "./database";
 import { envInt, log, median, msSince } from "./helpers";
-import { measureGrpc, measureHttp, measureRawCopy, payloadPosition, type Measurement } from "./measure";
+import { httpPageTimings, measureGrpc, measureHttp, measureRawCopy, payloadPosition, type Measurement } from "./measure";
 import { newBenchCursorKeys, startBenchStack } from "./stack";
 
 const f = (type: string, key: string, extra: Partial<FormField> = {}): FormField => ({ id: randomUUID(), key, label: key, type, ...extra });
@@ -242,35 +242,6 @@ async function measureRawTable(pool: Pool, dataset: PageDataset, organizationId:
     client.release();
   }
   return { name: "raw keyset COPY over the table", rows, bytes, pages, seconds: Number(process.hrtime.bigint() - started) / 1e9 };
-}
-
-/** Time to the response's first body byte and to its end, per HTTP page (the first `n` pages of a full export). */
-async function httpPageTimings(baseUrl: string, apiKey: string, datasetKey: string, limit: number, n: number) {
-  const firstByte: number[] = [];
-  const total: number[] = [];
-  let cursor: string | undefined;
-  for (let i = 0; i < n; i++) {
-    const url = new URL(`/v1/datasets/${encodeURIComponent(datasetKey)}/csv`, baseUrl);
-    url.searchParams.set("limit", String(limit));
-    if (cursor) url.searchParams.set("cursor", cursor);
-    const t = process.hrtime.bigint();
-    const res = await fetch(url, { headers: { authorization: `Bearer ${apiKey}`, "accept-encoding": "identity" } });
-    if (!res.ok || !res.body) throw new Error(`HTTP ${res.status}`);
-    let first = true;
-    let tail = "";
-    let lines = 0;
-    for await (const chunk of res.body as unknown as AsyncIterable<Uint8Array>) {
-      if (first) firstByte.push(msSince(t));
-      first = false;
-      tail = (tail + Buffer.from(chunk).toString("latin1")).slice(-600);
-      for (let at = chunk.indexOf(10); at !== -1; at = chunk.indexOf(10, at + 1)) lines++;
-    }
-    total.push(msSince(t));
-    if (lines - 1 < limit) break;
-    const lastLine = tail.trimEnd().split("\n").pop()!;
-    cursor = lastLine.slice(lastLine.lastIndexOf(",") + 1);
-  }
-  return { n: total.length, firstByteMs: median(firstByte), totalMs: median(total) };
 }
 
 async function measureScenario(

@@ -7,6 +7,7 @@ import { buildPageQuery, CursorCodec, PG_EPOCH_OFFSET_MICROS, type CursorPositio
 import { commandCompleted } from "@exportsvc/db";
 import { ExportService } from "@exportsvc/proto";
 import { createClient, fromServiceError } from "@exportsvc/rpc";
+import { median, msSince } from "./helpers";
 
 export interface Measurement {
   name: string;
@@ -86,7 +87,11 @@ export async function measureRawCopy(
  * counted, the tail kept), the next page starts from the last row's `_cursor`, and a page with fewer
  * rows than `limit` ends it.
  */
-async function pageThroughCursors(limit: number, readPage: (cursor: string | undefined, onChunk: (chunk: Uint8Array) => void) => Promise<void>) {
+async function pageThroughCursors(
+  limit: number,
+  readPage: (cursor: string | undefined, onChunk: (chunk: Uint8Array) => void) => Promise<void>,
+  maxPages = Number.POSITIVE_INFINITY,
+) {
   let rows = 0;
   let bytes = 0;
   let pages = 0;
@@ -102,7 +107,7 @@ async function pageThroughCursors(limit: number, readPage: (cursor: string | und
     pages++;
     const pageRows = lines - 1;
     rows += pageRows;
-    if (pageRows < limit) break;
+    if (pageRows < limit || pages >= maxPages) break;
     cursor = tail.lastField();
   }
   return { rows, bytes, pages };
@@ -139,17 +144,47 @@ export async function measureHttp(baseUrl: string, apiKey: string, datasetKey: s
   const agent = new http.Agent({ keepAlive: true, maxSockets: 1 });
   const started = process.hrtime.bigint();
   try {
-    const counted = await pageThroughCursors(limit, (cursor, onChunk) => {
-      const url = new URL(`/v1/datasets/${encodeURIComponent(datasetKey)}/csv`, baseUrl);
-      url.searchParams.set("limit", String(limit));
-      if (cursor) url.searchParams.set("cursor", cursor);
-      return getBody(url, { authorization: `Bearer ${apiKey}`, "accept-encoding": gzip ? "gzip" : "identity" }, agent, onChunk);
-    });
+    const counted = await pageThroughCursors(limit, (cursor, onChunk) =>
+      getBody(csvPageUrl(baseUrl, datasetKey, limit, cursor), { authorization: `Bearer ${apiKey}`, "accept-encoding": gzip ? "gzip" : "identity" }, agent, onChunk),
+    );
     const name = gzip ? "HTTP API, gzip (decoded bytes)" : "HTTP API (gateway)";
     return { name, ...counted, seconds: Number(process.hrtime.bigint() - started) / 1e9 };
   } finally {
     agent.destroy();
   }
+}
+
+/** Time to the first body byte and to the end, per HTTP page, over the first `n` pages of a full export (medians). */
+export async function httpPageTimings(baseUrl: string, apiKey: string, datasetKey: string, limit: number, n: number) {
+  const agent = new http.Agent({ keepAlive: true, maxSockets: 1 });
+  const firstByte: number[] = [];
+  const total: number[] = [];
+  try {
+    await pageThroughCursors(
+      limit,
+      async (cursor, onChunk) => {
+        const started = process.hrtime.bigint();
+        let first = true;
+        await getBody(csvPageUrl(baseUrl, datasetKey, limit, cursor), { authorization: `Bearer ${apiKey}`, "accept-encoding": "identity" }, agent, (chunk) => {
+          if (first) firstByte.push(msSince(started));
+          first = false;
+          onChunk(chunk);
+        });
+        total.push(msSince(started));
+      },
+      n,
+    );
+  } finally {
+    agent.destroy();
+  }
+  return { n: total.length, firstByteMs: median(firstByte), totalMs: median(total) };
+}
+
+function csvPageUrl(baseUrl: string, datasetKey: string, limit: number, cursor: string | undefined): URL {
+  const url = new URL(`/v1/datasets/${encodeURIComponent(datasetKey)}/csv`, baseUrl);
+  url.searchParams.set("limit", String(limit));
+  if (cursor) url.searchParams.set("cursor", cursor);
+  return url;
 }
 
 /** One GET whose (decoded) body goes to `onChunk`; a status other than 200 rejects with the body's text. */
