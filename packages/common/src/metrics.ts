@@ -307,6 +307,15 @@ export class ServiceMetrics {
    * `page` an export page, `listing` a dataset listing. Call exposeReplicaFallbacks() at start-up
    * where a standby is configured, so the first fallback is an increase from 0.
    */
+  recordReplicaFallback(reads: "page" | "listing"): void {
+    this.replicaFallbacks.inc({ reads });
+  }
+
+  exposeReplicaFallbacks(reads: "page" | "listing"): void {
+    this.replicaFallbacks.inc({ reads }, 0);
+  }
+
+  /** A form dataset page exported, by where its `_cursor` values came from. */
   recordFormPage(source: FormPageCursorSource): void {
     this.formPages.inc({ source });
   }
@@ -314,14 +323,6 @@ export class ServiceMetrics {
   /** Both sources at 0 from start-up, so the first signed page is an increase. */
   exposeFormPages(): void {
     for (const source of FORM_PAGE_CURSOR_SOURCES) this.formPages.inc({ source }, 0);
-  }
-
-  recordReplicaFallback(reads: "page" | "listing"): void {
-    this.replicaFallbacks.inc({ reads });
-  }
-
-  exposeReplicaFallbacks(reads: "page" | "listing"): void {
-    this.replicaFallbacks.inc({ reads }, 0);
   }
 
   recordStreamAbort(reason: StreamAbortReason): void {

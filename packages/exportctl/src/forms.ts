@@ -1,6 +1,6 @@
 import type { Pool } from "pg";
 import { ExportctlError } from "./errors";
-import { requireUuid } from "./organizations";
+import { requireExistingOrganization, requireUuid } from "./organizations";
 
 export interface RebuildRequests {
   organizations: number;
@@ -18,16 +18,10 @@ export async function requestFormRebuilds(pool: Pool, opts: { organizationId?: s
   if (opts.all === (opts.organizationId !== undefined)) throw new ExportctlError("INVALID_ARGUMENT", "give either --org <id> or --all");
   if (opts.all && opts.formIds && opts.formIds.length > 0) throw new ExportctlError("INVALID_ARGUMENT", "--form needs --org (form ids are per organization)");
   const formIds = (opts.formIds ?? []).map((id) => requireUuid(id, "--form"));
-  let organizationIds: string[];
-  if (opts.organizationId !== undefined) {
-    const orgId = requireUuid(opts.organizationId, "--org");
-    if ((await pool.query("SELECT 1 FROM organizations WHERE id = $1", [orgId])).rowCount === 0) {
-      throw new ExportctlError("NOT_FOUND", `organization ${orgId} does not exist`);
-    }
-    organizationIds = [orgId];
-  } else {
-    organizationIds = (await pool.query<{ id: string }>("SELECT id FROM organizations ORDER BY id")).rows.map((r) => r.id);
-  }
+  const organizationIds =
+    opts.organizationId !== undefined
+      ? [await requireExistingOrganization(pool, opts.organizationId, "--org")]
+      : (await pool.query<{ id: string }>("SELECT id FROM organizations ORDER BY id")).rows.map((r) => r.id);
   if (formIds.length > 0) {
     const known = await pool.query<{ id: string }>("SELECT id FROM forms WHERE organization_id = $1 AND id = ANY($2::uuid[])", [organizationIds[0], formIds]);
     const unknown = formIds.filter((id) => !known.rows.some((r) => r.id === id));

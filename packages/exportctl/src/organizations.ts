@@ -19,6 +19,14 @@ export function requireUuid(value: string, what: string): string {
   return value.toLowerCase();
 }
 
+/** The organization id, normalized, once it is a uuid of an existing organization. */
+export async function requireExistingOrganization(pool: Pool, id: string, what: string): Promise<string> {
+  const orgId = requireUuid(id, what);
+  const exists = await pool.query("SELECT 1 FROM organizations WHERE id = $1", [orgId]);
+  if (exists.rowCount === 0) throw new ExportctlError("NOT_FOUND", `organization ${orgId} does not exist`);
+  return orgId;
+}
+
 /**
  * Creates the source `organizations` row and its export settings (disabled unless `enable`).
  * Re-running with the same id and name is a no-op; a different name for an existing id is an error.
@@ -56,9 +64,7 @@ export async function createOrganization(
 
 /** Enables or disables export for an existing organization (creating its settings row if missing). */
 export async function setOrganizationEnabled(pool: Pool, id: string, enabled: boolean): Promise<{ id: string; exportEnabled: boolean; changed: boolean }> {
-  const orgId = requireUuid(id, "organization id");
-  const exists = await pool.query("SELECT 1 FROM organizations WHERE id = $1", [orgId]);
-  if (exists.rowCount === 0) throw new ExportctlError("NOT_FOUND", `organization ${orgId} does not exist`);
+  const orgId = await requireExistingOrganization(pool, id, "organization id");
   const res = await pool.query(
     `INSERT INTO export_organizations (organization_id, export_enabled) VALUES ($1, $2)
      ON CONFLICT (organization_id) DO UPDATE SET export_enabled = excluded.export_enabled, updated_at = now()

@@ -1,4 +1,4 @@
-import { rowShape, STORED_CURSOR_COLUMN, type CursorBinding, type CursorCodec, type CursorKey } from "@exportsvc/datasets";
+import { rowsBinding, STORED_CURSOR_COLUMN, type CursorBinding, type CursorCodec, type CursorKey } from "@exportsvc/datasets";
 import type { DatasetPlan } from "./derive";
 
 /**
@@ -14,15 +14,10 @@ export interface StoredCursorSigning {
   signature: string;
 }
 
-/** What a table of this plan's rows is bound to: fixed for the table's life (a key keeps its row shape). */
-function tableBinding(orgId: string, plan: Pick<DatasetPlan, "key" | "kind" | "sourceRef">): CursorBinding {
-  return { organizationId: orgId, datasetKey: plan.key, rowShape: rowShape({ kind: plan.kind, sourceRef: plan.sourceRef }) };
-}
-
 /** A new table signs with the keyring's signing key; no codec (CURSOR_KEYS unset): it stores none. */
 export function signingForNewTable(codec: CursorCodec | undefined, orgId: string, plan: DatasetPlan): StoredCursorSigning | undefined {
   if (!codec) return undefined;
-  const binding = tableBinding(orgId, plan);
+  const binding = rowsBinding(orgId, plan);
   return { codec, key: codec.keyring.signing, binding, signature: codec.storedSignature(binding) };
 }
 
@@ -32,7 +27,7 @@ export function signingForNewTable(codec: CursorCodec | undefined, orgId: string
  */
 export function signingForTable(codec: CursorCodec | undefined, signature: string | null, orgId: string, plan: DatasetPlan): StoredCursorSigning | undefined {
   if (!codec || !signature) return undefined;
-  const binding = tableBinding(orgId, plan);
+  const binding = rowsBinding(orgId, plan);
   const key = codec.keyForStoredSignature(signature, binding);
   return key ? { codec, key, binding, signature } : undefined;
 }

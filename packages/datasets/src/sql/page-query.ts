@@ -29,6 +29,11 @@ export interface PageRequest {
   organizationId: string;
   /** Rows per page before the rest of the last position group; 1..5000, validated by the caller. */
   limit: number;
+  /**
+   * Serve the `_cursor` values stored with the rows (servesStoredCursors); decided here when
+   * undefined. A caller that also reports the decision passes it, so it is made once per page.
+   */
+  storedCursors?: boolean;
   /** Strictly after this position (cursor or modifiedSince/after/afterRowIndex). */
   after?: CursorPosition;
   /** submission completed_at >= from (µs since the Unix epoch). */
@@ -125,8 +130,12 @@ function sourceOf(dataset: PageDataset, organizationId: string): Source {
  */
 export function servesStoredCursors(dataset: PageDataset, organizationId: string, codec: CursorCodec): boolean {
   if (dataset.tableName === undefined || dataset.storedCursorSignature === undefined) return false;
-  const binding: CursorBinding = { organizationId, datasetKey: dataset.key, rowShape: rowShape(dataset) };
-  return codec.keyForStoredSignature(dataset.storedCursorSignature, binding) !== undefined;
+  return codec.keyForStoredSignature(dataset.storedCursorSignature, rowsBinding(organizationId, dataset)) !== undefined;
+}
+
+/** What the `_cursor` of a dataset's rows is bound to (docs/cursor.md): fixed for a key's life. */
+export function rowsBinding(organizationId: string, dataset: Pick<PageDataset, "key" | "kind" | "sourceRef">): CursorBinding {
+  return { organizationId, datasetKey: dataset.key, rowShape: rowShape(dataset) };
 }
 
 /** The alias of the envelope's live site in a form dataset page. */
@@ -161,14 +170,14 @@ export function buildPageQuery(dataset: PageDataset, request: PageRequest, codec
   if (request.completedToMicros !== undefined) where.push(`t.completed_at < ${timestamptzLiteral(request.completedToMicros)}`);
   if (request.visibleBeforeMicros !== undefined) where.push(`t.last_modified < ${timestamptzLiteral(request.visibleBeforeMicros)}`);
 
-  const binding: CursorBinding = { organizationId: request.organizationId, datasetKey: dataset.key, rowShape: rowShape(dataset) };
-  const computed = codec.sqlExpression(binding, {
+  const computed = codec.sqlExpression(rowsBinding(request.organizationId, dataset), {
     lastModified: `${ROW}.last_modified`,
     id: `${ROW}.id`,
     ...(grid ? { rowIndex: `${ROW}.row_index` } : {}),
   });
   // A row stored without a cursor (its writer could not sign under the table's signature) gets it computed.
-  const cursor = servesStoredCursors(dataset, request.organizationId, codec) ? `COALESCE(${ROW}.${STORED_CURSOR_COLUMN}, ${computed})` : computed;
+  const stored = request.storedCursors ?? servesStoredCursors(dataset, request.organizationId, codec);
+  const cursor = stored ? `COALESCE(${ROW}.${STORED_CURSOR_COLUMN}, ${computed})` : computed;
   const columns = dataset.columns.map((c) => `${source.expression(c)} AS ${identifier(c.key)}`);
   const order = grid ? `${ROW}.last_modified, ${ROW}.id, ${ROW}.row_index` : `${ROW}.last_modified, ${ROW}.id`;
 

@@ -102,6 +102,8 @@ async function exportPage(deps: ExportDependencies, request: ExportCsvRequest, s
     visibilityHorizon(deps.pool, request.organizationId, dataset, { metrics: deps.metrics, readReplica: deps.readReplica, logger: deps.logger }),
   );
 
+  // Form datasets: whether the rows' stored cursors are served, decided once for the query and the metric.
+  const storedCursors = dataset.tableName !== undefined ? servesStoredCursors(dataset, request.organizationId, deps.codec) : undefined;
   let select: string;
   try {
     select = buildPageQuery(
@@ -109,6 +111,7 @@ async function exportPage(deps: ExportDependencies, request: ExportCsvRequest, s
       {
         organizationId: request.organizationId,
         limit: params.limit,
+        storedCursors,
         after,
         completedFromMicros: params.completedFromMicros,
         completedToMicros: params.completedToMicros,
@@ -123,7 +126,7 @@ async function exportPage(deps: ExportDependencies, request: ExportCsvRequest, s
   const header = Buffer.from(`${headerFields(dataset).map(csvField).join(",")}\n`, "utf8");
   const outcome = await streamCsv(deps, { source, select, header, sink, dataset, organizationId: request.organizationId, traceId, what: "export" });
   deps.metrics?.recordExport(dataset.kind, outcome.rows, outcome.bytes);
-  if (dataset.tableName !== undefined) deps.metrics?.recordFormPage(servesStoredCursors(dataset, request.organizationId, deps.codec) ? "stored" : "signed");
+  if (storedCursors !== undefined) deps.metrics?.recordFormPage(storedCursors ? "stored" : "signed");
   deps.logger.info(
     {
       organizationId: request.organizationId,
