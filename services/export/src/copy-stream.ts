@@ -1,5 +1,6 @@
 import type { Pool, PoolClient } from "pg";
 import { commandCompleted } from "@exportsvc/db";
+import { PAGE_SESSION_SETTINGS_SQL } from "@exportsvc/datasets";
 import { to as copyTo } from "pg-copy-streams";
 
 /** Where CSV bytes go: one gRPC message per chunk, with flow control. */
@@ -137,17 +138,14 @@ export async function copyToSink(pool: Pool, select: string, prefix: Buffer, sin
 
 const preparedSessions = new WeakSet<PoolClient>();
 
-/**
- * Once per pooled connection. JIT off: page queries are short and their many per-row subplans
- * inflate cost estimates, so JIT compilation would cost more than the page itself.
- */
+/** Once per pooled connection: PAGE_SESSION_SETTINGS_SQL. */
 async function prepareSession(client: PoolClient): Promise<void> {
   if (preparedSessions.has(client)) return;
   // A checked-out client has no pool listener: a connection dying mid-COPY (backend terminated,
   // network) would be an unhandled 'error' event and take the process down. The running query
   // fails with the same error and is handled by its caller; while idle the pool's listener acts too.
   client.on("error", () => undefined);
-  await client.query("SET jit = off");
+  await client.query(PAGE_SESSION_SETTINGS_SQL);
   preparedSessions.add(client);
 }
 

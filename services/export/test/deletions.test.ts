@@ -134,6 +134,65 @@ describe("deletion feed", () => {
     expect(after.rows.map((r) => r.id)).toEqual([subs[1], subs[2]]);
   });
 
+  it("a row re-created before its tombstone (a writer holding an earlier stamp) does not get that tombstone while it exists", async () => {
+    const { org, ids } = await supplierOrganization(["A", "B", "C"]);
+    const [recreated, deleted, other] = ids;
+    const customer = randomUUID();
+    await pool.query("INSERT INTO customers (organization_id, id, name) VALUES ($1, $2, 'Customer')", [org, customer]);
+    // A loader stamping rows with its transaction's time: its first write fixes the stamp. (A write of a
+    // supplier, or a rename, would serialize the delete below behind it on a shared counter row.)
+    const writer = new Client({ connectionString: testDatabaseUrl(), application_name: "transaction-time-writer" });
+    await writer.connect();
+    try {
+      await writer.query("BEGIN");
+      await writer.query("UPDATE customers SET attributes = '{}', last_modified = now() WHERE organization_id = $1 AND id = $2", [org, customer]);
+      // Meanwhile another session deletes two suppliers and commits.
+      await deleteSupplier(org, recreated);
+      await deleteSupplier(org, deleted);
+      await writer.query("INSERT INTO suppliers (organization_id, id, name, last_modified) VALUES ($1, $2, 'A again', now())", [org, recreated]);
+      await writer.query("COMMIT");
+    } finally {
+      await writer.end();
+    }
+    const stamps = await pool.query<{ stamped_before: boolean }>(
+      `SELECT s.last_modified < t.deleted_at AS stamped_before FROM suppliers s
+         JOIN dataset_tombstones t ON t.organization_id = s.organization_id AND t.id = s.id WHERE s.organization_id = $1`,
+      [org],
+    );
+    expect(stamps.rows).toEqual([{ stamped_before: true }]); // the case: the client's rule alone would delete it
+
+    // Served, the tombstone would delete the re-created row from every copy holding it.
+    expect((await allDeletions(org, "resources_suppliers", 5000)).map((r) => r.id)).toEqual([deleted]);
+    // Left out inside the page window: a page of 1 still holds the next tombstone.
+    expect((await deletionsPage(harness.client, { organizationId: org, datasetKey: "resources_suppliers", limit: 1 })).rows.map((r) => r.id)).toEqual([deleted]);
+    expect((await exportPage(harness.client, { organizationId: org, datasetKey: "resources_suppliers" })).rows.map((r) => r.id).sort()).toEqual([recreated, other].sort());
+
+    // Re-stamped after its tombstone, the client's rule keeps it: the tombstone is served again.
+    await pool.query("UPDATE suppliers SET name = 'A3', last_modified = clock_timestamp() WHERE organization_id = $1 AND id = $2", [org, recreated]);
+    expect((await allDeletions(org, "resources_suppliers", 5000)).map((r) => r.id)).toEqual([recreated, deleted]);
+  });
+
+  it("a submission re-created in its form before its tombstone keeps the form's feeds from serving it; in another form it does not", async () => {
+    const { org, formId, subs } = await formOrganization(2);
+    const otherForm = randomUUID();
+    await pool.query("INSERT INTO forms (organization_id, id, name, record_prefix) VALUES ($1, $2, 'Other', 'OT')", [org, otherForm]);
+    await consumeFormChanges(org);
+    await deleteSubmission(org, subs[0]);
+    await deleteSubmission(org, subs[1]);
+    // Re-created with an explicit stamp older than their tombstones: one in its form, one in another.
+    const stampedBefore = "2020-01-01T00:00:00Z";
+    await pool.query("INSERT INTO submissions (organization_id, id, form_id, record_id, last_modified) VALUES ($1, $2, $3, 'AU-1', $4)", [org, subs[0], formId, stampedBefore]);
+    await pool.query("INSERT INTO submissions (organization_id, id, form_id, record_id, last_modified) VALUES ($1, $2, $3, 'OT-1', $4)", [org, subs[1], otherForm, stampedBefore]);
+    await consumeFormChanges(org);
+    for (const key of ["audit", "audit__rows"]) {
+      expect((await allDeletions(org, key, 5000)).map((r) => r.id)).toEqual([subs[1]]);
+    }
+    // Deleted again: its first tombstone is served (the rule then deletes what the copy holds), and the second.
+    await deleteSubmission(org, subs[0]);
+    await consumeFormChanges(org);
+    expect((await allDeletions(org, "audit", 5000)).map((r) => r.id)).toEqual([subs[0], subs[1], subs[0]]);
+  });
+
   it("keeps organizations apart: another organization's deletions never show, its cursor is altered", async () => {
     const a = await supplierOrganization(["A"]);
     const b = await supplierOrganization(["B"]);

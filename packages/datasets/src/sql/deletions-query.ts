@@ -37,10 +37,32 @@ export function deletionsShape(dataset: { kind: DatasetKind; sourceRef: string }
 }
 
 /**
+ * SQL condition on a tombstone `t` of this dataset's feed: its row exists again in the source and is
+ * stamped before the tombstone. A re-created row is normally stamped after its delete, and the
+ * client's rule (apply a tombstone only when `deleted_at` is newer than the stored row's
+ * `last_modified`) keeps it. Stamped earlier (a writer that took its stamp before a concurrent delete
+ * committed and waited on it, a writer holding an earlier stamp for its whole transaction, an explicit
+ * older `lastModified`), the rule would delete it from the copy while the source has it, and only a
+ * full re-read would bring it back: such a tombstone is not served (docs/api.md, "Applying
+ * tombstones"). It is served again once the row is gone or re-stamped after it, when the rule gives
+ * the right answer.
+ */
+function recreatedBeforeTombstone(dataset: { kind: DatasetKind; sourceRef: string }, org: string): string {
+  const scope = tombstoneScope(dataset);
+  // A resource or deviation feed's scope is its table's name; a form's rows are its submissions.
+  const [table, sameSource] = scope.startsWith("form:")
+    ? ["submissions", ` AND s.form_id = ${uuidLiteral(scope.slice("form:".length))}`]
+    : [scope, ""];
+  return `EXISTS (SELECT 1 FROM ${table} s WHERE s.organization_id = ${org} AND s.id = t.id${sameSource} AND s.last_modified < t.deleted_at)`;
+}
+
+/**
  * One page of a dataset's deletion feed as a SELECT whose columns are their final CSV text, for
  * `COPY (...) TO STDOUT (FORMAT csv)`: the same keyset walk, `WITH TIES` page rule, visibility horizon
- * and signed `_cursor` as buildPageQuery, over dataset_tombstones ordered by (deleted_at, id). The
- * cursor's position is (deleted_at, id, 0).
+ * and signed `_cursor` as buildPageQuery, over dataset_tombstones ordered by (deleted_at, id), less
+ * the tombstones of rows re-created before them (recreatedBeforeTombstone; filtered inside the page
+ * window, so a page still holds `limit` tombstones while more follow). The cursor's position is
+ * (deleted_at, id, 0).
  */
 export function buildDeletionsQuery(dataset: PageDataset, request: Omit<PageRequest, "completedFromMicros" | "completedToMicros">, codec: CursorCodec): string {
   if (!Number.isInteger(request.limit) || request.limit < 1) throw new RangeError("limit must be a positive integer");
@@ -50,6 +72,7 @@ export function buildDeletionsQuery(dataset: PageDataset, request: Omit<PageRequ
     where.push(`(t.deleted_at, t.id) > (${timestamptzLiteral(request.after.lastModifiedMicros)}, ${uuidLiteral(request.after.id)})`);
   }
   if (request.visibleBeforeMicros !== undefined) where.push(`t.deleted_at < ${timestamptzLiteral(request.visibleBeforeMicros)}`);
+  where.push(`NOT ${recreatedBeforeTombstone(dataset, org)}`);
   const cursor = codec.sqlExpression(
     { organizationId: request.organizationId, datasetKey: dataset.key, rowShape: deletionsShape(dataset) },
     { lastModified: "d.deleted_at", id: "d.id" },

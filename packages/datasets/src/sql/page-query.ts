@@ -25,6 +25,15 @@ export interface PageDataset {
  */
 export const STORED_CURSOR_COLUMN = "signed_cursor";
 
+/**
+ * What every session running page queries (CSV pages, deletion feeds) sets once per connection. JIT
+ * off: page queries are short and their many per-row subplans inflate cost estimates, so JIT
+ * compilation would cost more than the page itself. No parallel workers: a page is a keyset walk that
+ * stops after `limit` rows, and starting workers costs more than the page (the deletion feed's
+ * re-created-row probe drew a parallel plan four times slower than the serial one).
+ */
+export const PAGE_SESSION_SETTINGS_SQL = "SET jit = off; SET max_parallel_workers_per_gather = 0";
+
 export interface PageRequest {
   organizationId: string;
   /** Rows per page before the rest of the last position group; 1..5000, validated by the caller. */
