@@ -11,7 +11,8 @@
  *             rows (autovacuum is off for form_dataset_changes during the bench; no VACUUM);
  *   backlog:  beside BENCH_FORM_SUBMISSIONS live pending changes of another form of the organization
  *             (its form lock is held, so the maintenance loop leaves them pending).
- * Each scenario times, interleaved BENCH_RUNS times (medians reported, with each round's ratio):
+ * Each scenario times, after one untimed pass of each path (caches, hint bits, the services' JIT), interleaved
+ * BENCH_RUNS times (medians reported, with each round's ratio):
  *   (a) raw: `COPY (SELECT <table columns> FROM <materialized table> WHERE (last_modified, id) > (...)
  *       ORDER BY last_modified, id LIMIT n) TO STDOUT (FORMAT csv)` page after page, bytes discarded;
  *   (b) the service's own page query (buildPageQuery: live site names, signed cursor) the same way;
@@ -34,7 +35,7 @@ import { Client, type Pool } from "pg";
 import { to as copyTo } from "pg-copy-streams";
 import { parse } from "csv-parse/sync";
 import { commandCompleted, createPool, migrate } from "@exportsvc/db";
-import { CursorCodec, CursorKeyring, loadRegistryEntry, pageHorizon, type PageDataset } from "@exportsvc/datasets";
+import { CursorCodec, CursorKeyring, loadRegistryEntry, PAGE_SESSION_SETTINGS_SQL, pageHorizon, type PageDataset } from "@exportsvc/datasets";
 import { buildDataset, formLockKeys, type FormField } from "@exportsvc/form-datasets";
 import { provisionDatabase } from "./database";
 import { envInt, log, median, msSince } from "./helpers";
@@ -211,7 +212,7 @@ async function measureRawTable(pool: Pool, dataset: PageDataset, organizationId:
   const idAt = tableColumns.indexOf("id");
   if (lastModifiedAt < 0 || idAt < 0) throw new Error("the materialized table has no last_modified or id column");
   const client = await pool.connect();
-  await client.query("SET jit = off");
+  await client.query(PAGE_SESSION_SETTINGS_SQL);
   const started = process.hrtime.bigint();
   let rows = 0;
   let bytes = 0;
@@ -269,7 +270,12 @@ async function measureScenario(
     }
     return median(xs);
   };
-  await raw(); // untimed warm-up: caches, hint bits
+  // Untimed warm-ups, one of each path: the table's pages in cache and their hint bits set for the raw
+  // loop, and the services' code optimized by V8 for theirs. Without the second, the first round
+  // timed the services' JIT warm-up (0.35x against 0.57x and 0.51x in the rounds after it).
+  await raw();
+  await grpc();
+  await http();
   const results: Record<"raw" | "page" | "grpc" | "http", Measurement[]> = { raw: [], page: [], grpc: [], http: [] };
   const horizons: number[] = [];
   for (let i = 0; i < runs; i++) {

@@ -3,10 +3,10 @@ import type { Readable } from "node:stream";
 import { createGunzip } from "node:zlib";
 import type { Pool } from "pg";
 import { to as copyTo } from "pg-copy-streams";
-import { buildPageQuery, CursorCodec, PG_EPOCH_OFFSET_MICROS, type CursorPosition, type PageDataset } from "@exportsvc/datasets";
+import { buildPageQuery, CursorCodec, PAGE_SESSION_SETTINGS_SQL, PG_EPOCH_OFFSET_MICROS, type CursorPosition, type PageDataset } from "@exportsvc/datasets";
 import { commandCompleted } from "@exportsvc/db";
 import { ExportService } from "@exportsvc/proto";
-import { createClient, fromServiceError } from "@exportsvc/rpc";
+import { asBuffer, createClient, fromServiceError } from "@exportsvc/rpc";
 import { median, msSince } from "./helpers";
 
 export interface Measurement {
@@ -21,7 +21,7 @@ export interface Measurement {
 class Tail {
   private buf = Buffer.alloc(0);
   push(chunk: Buffer | Uint8Array) {
-    const b = Buffer.from(chunk.buffer, chunk.byteOffset, chunk.byteLength);
+    const b = asBuffer(chunk);
     this.buf = b.length >= 512 ? Buffer.from(b.subarray(b.length - 512)) : Buffer.concat([this.buf, b]).subarray(-512);
   }
   /** The last field of the last line (cursors never contain commas or quotes). */
@@ -54,7 +54,7 @@ export async function measureRawCopy(
   pageQuery: (after: CursorPosition | undefined) => string = (after) => buildPageQuery(dataset, { organizationId, limit, after }, codec),
 ): Promise<Measurement> {
   const client = await pool.connect();
-  await client.query("SET jit = off"); // as the export service's sessions
+  await client.query(PAGE_SESSION_SETTINGS_SQL); // as the export service's sessions
   const started = process.hrtime.bigint();
   let rows = 0;
   let bytes = 0;

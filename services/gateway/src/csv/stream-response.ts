@@ -1,5 +1,6 @@
 import type { Context } from "koa";
-import { asBuffer, sendStreamedBody, type ChunkSource, type StreamOptions } from "../http/streamed-body";
+import { asBuffer } from "@exportsvc/rpc";
+import { sendStreamedBody, type ChunkSource, type StreamOptions } from "../http/streamed-body";
 
 export const UTF8_BOM = Buffer.from([0xef, 0xbb, 0xbf]);
 export const CSV_CONTENT_TYPE = "text/csv; charset=utf-8";

@@ -1,8 +1,8 @@
 import type { Context } from "koa";
 import { ifNoneMatchHits } from "@exportsvc/common";
 import type { ListDatasetsResponse, ListingHead } from "@exportsvc/proto";
-import { fromServiceError, grpc } from "@exportsvc/rpc";
-import { asBuffer, sendStreamedBody, type ChunkSource, type StreamOptions } from "./streamed-body";
+import { asBuffer, fromServiceError, grpc } from "@exportsvc/rpc";
+import { sendStreamedBody, type ChunkSource, type StreamOptions } from "./streamed-body";
 
 /** ListDatasets' server stream as the gateway reads it (a fake in tests). */
 export interface ListingStream extends AsyncIterable<ListDatasetsResponse> {

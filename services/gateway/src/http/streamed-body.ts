@@ -8,9 +8,6 @@ import { fromServiceError } from "@exportsvc/rpc";
 
 const gzipAsync = promisify(gzipCallback);
 
-/** A protobuf `bytes` value as a Buffer, without copying. */
-export const asBuffer = (data: Uint8Array): Buffer => Buffer.from(data.buffer, data.byteOffset, data.byteLength);
-
 /** The chunks of a body an internal service streams (a gRPC server stream), cancellable. */
 export interface ChunkSource {
   /** The next chunk, `done` once the call ended OK; rejects with the call's error. */
