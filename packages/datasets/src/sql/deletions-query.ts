@@ -37,18 +37,17 @@ export function deletionsShape(dataset: { kind: DatasetKind; sourceRef: string }
 }
 
 /**
- * SQL condition on a tombstone `t` of this dataset's feed: its row exists again in the source and is
- * stamped before the tombstone. A re-created row is normally stamped after its delete, and the
- * client's rule (apply a tombstone only when `deleted_at` is newer than the stored row's
- * `last_modified`) keeps it. Stamped earlier (a writer that took its stamp before a concurrent delete
+ * SQL condition on a tombstone `t` of the feed `scope` (tombstoneScope): its row exists again in
+ * the source and is stamped before the tombstone. A re-created row is normally stamped after its
+ * delete, and the client's rule (apply a tombstone only when `deleted_at` is newer than the stored
+ * row's `last_modified`) keeps it. Stamped earlier (a writer that took its stamp before a concurrent delete
  * committed and waited on it, a writer holding an earlier stamp for its whole transaction, an explicit
  * older `lastModified`), the rule would delete it from the copy while the source has it, and only a
  * full re-read would bring it back: such a tombstone is not served (docs/api.md, "Applying
  * tombstones"). It is served again once the row is gone or re-stamped after it, when the rule gives
  * the right answer.
  */
-function recreatedBeforeTombstone(dataset: { kind: DatasetKind; sourceRef: string }, org: string): string {
-  const scope = tombstoneScope(dataset);
+function recreatedBeforeTombstone(scope: string, org: string): string {
   // A resource or deviation feed's scope is its table's name; a form's rows are its submissions.
   const [table, sameSource] = scope.startsWith("form:")
     ? ["submissions", ` AND s.form_id = ${uuidLiteral(scope.slice("form:".length))}`]
@@ -67,12 +66,13 @@ function recreatedBeforeTombstone(dataset: { kind: DatasetKind; sourceRef: strin
 export function buildDeletionsQuery(dataset: PageDataset, request: Omit<PageRequest, "completedFromMicros" | "completedToMicros">, codec: CursorCodec): string {
   if (!Number.isInteger(request.limit) || request.limit < 1) throw new RangeError("limit must be a positive integer");
   const org = uuidLiteral(request.organizationId);
-  const where = [`t.organization_id = ${org}`, `t.scope = ${textLiteral(tombstoneScope(dataset))}`];
+  const scope = tombstoneScope(dataset);
+  const where = [`t.organization_id = ${org}`, `t.scope = ${textLiteral(scope)}`];
   if (request.after) {
     where.push(`(t.deleted_at, t.id) > (${timestamptzLiteral(request.after.lastModifiedMicros)}, ${uuidLiteral(request.after.id)})`);
   }
   if (request.visibleBeforeMicros !== undefined) where.push(`t.deleted_at < ${timestamptzLiteral(request.visibleBeforeMicros)}`);
-  where.push(`NOT ${recreatedBeforeTombstone(dataset, org)}`);
+  where.push(`NOT ${recreatedBeforeTombstone(scope, org)}`);
   const cursor = codec.sqlExpression(
     { organizationId: request.organizationId, datasetKey: dataset.key, rowShape: deletionsShape(dataset) },
     { lastModified: "d.deleted_at", id: "d.id" },
