@@ -55,10 +55,12 @@ describe("GET /docs in headless Chromium", () => {
     const response = await page.goto(`${h.url}/docs`, { waitUntil: "networkidle" });
     expect(response?.status()).toBe(200);
     expect(response?.headers()["content-security-policy"]).toContain("default-src 'self'");
-    // Strings, not functions: they run in the page, whose DOM types this Node project does not load.
-    await page.waitForFunction('document.body.innerText.includes("Stream one page of a dataset as CSV")', undefined, { timeout: 30_000 });
+    // Locators, not page.waitForFunction: a waitForFunction predicate that is not true at once is
+    // re-run by the page's own timers, where the page's CSP (no 'unsafe-eval') forbids evaluating it.
+    // Locators run in Playwright's isolated world, which the page's CSP does not govern.
+    await page.getByRole("heading", { name: "Stream one page of a dataset as CSV" }).waitFor({ state: "visible", timeout: 30_000 });
 
-    const text = await page.evaluate<string>("document.body.innerText");
+    const text = await page.locator("body").innerText();
     expect(text).toContain("Dataset Export API");
     expect(text).toContain("List the organization's datasets with their current columns");
     expect(text).toContain("Stream one page of a dataset as CSV");
