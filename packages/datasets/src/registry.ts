@@ -39,6 +39,12 @@ export interface RegistryEntry {
    */
   rewriteCounter: string;
   /**
+   * The dataset's own rewrite counter (`dataset_rewrite_counters.version`, migration 105): bumped when
+   * a relation or a borrowed column its rows show changed in another record (a supplier's products
+   * for the products dataset; a submission's status for the deviations). "0" when never bumped.
+   */
+  datasetRewriteCounter: string;
+  /**
    * `dataset_changes.settles_at` in µs since the epoch (migration 040): every counted row is stamped
    * at or before it. Undefined when nothing was ever counted.
    */
@@ -56,6 +62,7 @@ type RegistryReadRow = Omit<StoredRegistryRow, "name_assignments" | "state"> & {
   state: "ready" | "failed";
   change_counter: string;
   rewrite_counter: string;
+  dataset_rewrite_counter: string;
   settles_at_micros: string | null;
   stored_cursor_signature: string | null;
 };
@@ -64,12 +71,13 @@ type RegistryReadRow = Omit<StoredRegistryRow, "name_assignments" | "state"> & {
 const selectEntries = (storedCursorSignature: boolean) => `
   SELECT r.key, r.kind, r.source_ref, r.display_name, r.parent_key, r.columns, r.shape_fingerprint,
          r.generation, r.state, r.table_name, r.error, COALESCE(c.version, 0)::text AS change_counter,
-         COALESCE(w.version, 0)::text AS rewrite_counter,
+         COALESCE(w.version, 0)::text AS rewrite_counter, COALESCE(dw.version, 0)::text AS dataset_rewrite_counter,
          (extract(epoch FROM c.settles_at) * 1000000)::bigint::text AS settles_at_micros,
          ${storedCursorSignature ? "t.cursor_signature" : "NULL::text"} AS stored_cursor_signature
     FROM dataset_registry r
     LEFT JOIN dataset_changes c ON c.organization_id = r.organization_id AND c.dataset = r.key
-    LEFT JOIN dataset_rewrites w ON w.organization_id = r.organization_id${
+    LEFT JOIN dataset_rewrites w ON w.organization_id = r.organization_id
+    LEFT JOIN dataset_rewrite_counters dw ON dw.organization_id = r.organization_id AND dw.dataset = r.key${
       storedCursorSignature ? "\n    LEFT JOIN form_ds.dataset_tables t ON t.organization_id = r.organization_id AND t.table_name = r.table_name" : ""
     }
    WHERE r.organization_id = $1 AND r.state <> 'retired'`;
@@ -86,6 +94,7 @@ function toEntry(row: RegistryReadRow): RegistryEntry {
     state: row.state,
     changeCounter: row.change_counter,
     rewriteCounter: row.rewrite_counter,
+    datasetRewriteCounter: row.dataset_rewrite_counter,
   };
   if (row.display_name !== null) entry.displayName = row.display_name;
   if (row.parent_key !== null) entry.parentKey = row.parent_key;

@@ -15,6 +15,13 @@ const counters = async (org: string) =>
   Object.fromEntries(
     (await pool.query<{ dataset: string; version: string }>("SELECT dataset, version FROM dataset_changes WHERE organization_id = $1", [org])).rows.map((r) => [r.dataset, r.version]),
   );
+const rewriteCounters = async (org: string) =>
+  Object.fromEntries(
+    (await pool.query<{ dataset: string; version: string }>("SELECT dataset, version FROM dataset_rewrite_counters WHERE organization_id = $1", [org])).rows.map((r) => [
+      r.dataset,
+      r.version,
+    ]),
+  );
 const stamps = async (org: string, table: string) =>
   (await pool.query<{ id: string; lm: string }>(`SELECT id::text, last_modified::text AS lm FROM ${table} WHERE organization_id = $1 ORDER BY id`, [org])).rows;
 const counts = async (org: string) => {
@@ -65,10 +72,17 @@ describe("applyDocument", () => {
     const first = await applyDocument(pool, demoDocument(org));
     expect(first.sections.suppliers.inserted).toBe(4);
     expect(first.sections.employees.deleted).toBe(1);
-    const before = { counters: await counters(org), suppliers: await stamps(org, "suppliers"), subs: await stamps(org, "submissions"), devs: await stamps(org, "deviations") };
+    const before = {
+      counters: await counters(org),
+      rewrites: await rewriteCounters(org),
+      suppliers: await stamps(org, "suppliers"),
+      subs: await stamps(org, "submissions"),
+      devs: await stamps(org, "deviations"),
+    };
     const again = await applyDocument(pool, demoDocument(org));
     for (const s of Object.values(again.sections)) expect(s.inserted + s.updated).toBe(0);
     expect(await counters(org)).toEqual(before.counters);
+    expect(await rewriteCounters(org)).toEqual(before.rewrites);
     expect(await stamps(org, "suppliers")).toEqual(before.suppliers);
     expect(await stamps(org, "submissions")).toEqual(before.subs);
     expect(await stamps(org, "deviations")).toEqual(before.devs);
@@ -78,6 +92,7 @@ describe("applyDocument", () => {
     const org = await createTestOrganization(pool);
     await applyDocument(pool, smallDoc(org));
     const before = await counters(org);
+    const rewritesBefore = await rewriteCounters(org);
     const lotsBefore = await stamps(org, "lots");
     const supplierBefore = await stamps(org, "suppliers");
     const doc = smallDoc(org);
@@ -86,10 +101,41 @@ describe("applyDocument", () => {
     expect(r.sections.suppliers.updated).toBe(1);
     const after = await counters(org);
     expect(Number(after.resources_suppliers)).toBe(Number(before.resources_suppliers) + 1);
+    // The product's `suppliers` column lost a name without the product's last_modified moving.
+    expect(Number((await rewriteCounters(org)).resources_products)).toBe(Number(rewritesBefore.resources_products ?? 0) + 1);
     expect(after.resources_lots).toBe(before.resources_lots);
     expect(await stamps(org, "lots")).toEqual(lotsBefore);
     expect((await stamps(org, "suppliers"))[0].lm > supplierBefore[0].lm).toBe(true);
     expect((await pool.query("SELECT count(*) FROM supplier_products WHERE organization_id = $1", [org])).rows[0].count).toBe("0");
+  });
+
+  test("an edit that restates unchanged relations rewrites none of them: no rewrite counter moves", async () => {
+    const org = await createTestOrganization(pool);
+    await applyDocument(pool, demoHistoryDocument(org));
+    await applyDocument(pool, demoDocument(org));
+    const rewritesBefore = await rewriteCounters(org);
+    const linksBefore = await pool.query("SELECT xmin::text, supplier_id::text, product_id::text FROM supplier_products WHERE organization_id = $1 ORDER BY 2, 3", [org]);
+    expect(linksBefore.rows.length).toBeGreaterThan(0);
+    const doc = demoDocument(org);
+    // Every supplier gets a new city (their products unchanged); every submission a new start (its
+    // steps unchanged, and deviations are raised on those steps).
+    for (const supplier of doc.suppliers!) supplier.city = `${supplier.city ?? ""} (moved)`;
+    for (const submission of doc.submissions!) submission.startedAt = "2024-01-02T03:04:05Z";
+    const r = await applyDocument(pool, doc);
+    expect(r.sections.suppliers.updated).toBe(doc.suppliers!.length);
+    expect(r.sections.submissions.updated).toBe(doc.submissions!.length);
+    expect(await rewriteCounters(org)).toEqual(rewritesBefore);
+    // The link rows were not even rewritten (same row versions).
+    expect((await pool.query("SELECT xmin::text, supplier_id::text, product_id::text FROM supplier_products WHERE organization_id = $1 ORDER BY 2, 3", [org])).rows).toEqual(linksBefore.rows);
+
+    // A step whose status changes is rewritten, and the deviations raised on it now show another step_status.
+    const withDeviations = new Set(doc.deviations!.map((d) => d.submissionId));
+    const submission = doc.submissions!.find((s) => withDeviations.has(s.id) && s.steps?.some((st) => st.status === "Pending"))!;
+    submission.steps = submission.steps!.map((st) => (st.status === "Pending" ? { ...st, status: "Completed" } : st));
+    await applyDocument(pool, doc);
+    // (Steps are replaced whole, a delete and an insert: the counter may move twice; it has to move.)
+    expect(Number((await rewriteCounters(org)).deviations)).toBeGreaterThan(Number(rewritesBefore.deviations ?? 0));
+    expect(Number((await rewriteCounters(org)).resources_products ?? 0)).toBe(Number(rewritesBefore.resources_products ?? 0));
   });
 
   test("a changed custom attribute value restamps the record", async () => {

@@ -102,10 +102,14 @@ export function changeToken(entry: RegistryEntry, visibility: TokenVisibility = 
  * is regenerated (generation: a republish re-renders every row, e.g. a relabelled option or a
  * retyped field; a time zone change rebuilds the form) and when a record that rows display by name
  * is renamed or deleted (the organization's rewrite counter; a site's path and time zone count as
- * names). New rows and edits move changeToken, not this.
+ * names), or when a relation or borrowed column its rows show changed in another record (the
+ * dataset's own rewrite counter, migration 105). New rows and edits move changeToken, not this.
+ * The dataset's counter joins the material only once non-zero, so tokens from before it existed hold.
  */
 export function rewriteToken(entry: RegistryEntry): string {
-  return sha256(JSON.stringify(["rewrite", entry.key, entry.generation, entry.rewriteCounter])).slice(0, 22);
+  const material: unknown[] = ["rewrite", entry.key, entry.generation, entry.rewriteCounter];
+  if (entry.datasetRewriteCounter !== "0") material.push(entry.datasetRewriteCounter);
+  return sha256(JSON.stringify(material)).slice(0, 22);
 }
 
 /** `links.csv`: rooted at the host, already containing /v1. */

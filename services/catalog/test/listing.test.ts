@@ -1,3 +1,4 @@
+import { createHash } from "node:crypto";
 import type { ListingHorizon, RegistryEntry } from "@exportsvc/datasets";
 import { buildListing, changeToken, renderEntry, rewriteToken, tokenVisibility, versionEtag } from "../src/listing";
 
@@ -9,6 +10,7 @@ const entry = (over: Partial<RegistryEntry> & Pick<RegistryEntry, "key" | "kind"
   state: "ready",
   changeCounter: "0",
   rewriteCounter: "0",
+  datasetRewriteCounter: "0",
   ...over,
 });
 
@@ -93,6 +95,11 @@ describe("buildListing (pure)", () => {
     expect(rewriteToken({ ...base, rewriteCounter: "1" })).not.toBe(token);
     expect(rewriteToken({ ...base, key: "other" })).not.toBe(token);
     expect(changeToken({ ...base, rewriteCounter: "1" })).toBe(changeToken(base));
+    expect(rewriteToken({ ...base, datasetRewriteCounter: "1" })).not.toBe(token);
+    expect(rewriteToken({ ...base, datasetRewriteCounter: "2" })).not.toBe(rewriteToken({ ...base, datasetRewriteCounter: "1" }));
+    expect(changeToken({ ...base, datasetRewriteCounter: "1" })).toBe(changeToken(base));
+    // A dataset counter of 0 leaves the material as it was before migration 105: no token moves on deploy.
+    expect(token).toBe(createHash("sha256").update(JSON.stringify(["rewrite", "k", 1, "0"])).digest("base64url").slice(0, 22));
     const listed = buildListing([base]).datasets[0];
     expect(listed.rewriteToken).toBe(token);
     expect(listed.rewriteToken).not.toBe(listed.changeToken);

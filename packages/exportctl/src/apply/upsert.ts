@@ -91,18 +91,15 @@ async function upsertBatch(client: PoolClient, organizationId: string, def: Tabl
   const differs: string[] = [];
   if (plain.length > 0) differs.push(columnsDiffer(plain));
   for (const c of optional) differs.push(`(d.${q(c.column)} IS NOT NULL AND d.${q(c.column)} IS DISTINCT FROM t.${q(c.column)})`);
-  for (const rel of def.relations ?? []) {
-    const stored =
-      rel.kind === "set"
-        ? `coalesce((SELECT jsonb_agg(r.${q(rel.valueColumn)}) FROM ${q(rel.table)} r WHERE r.organization_id = $1 AND r.${q(rel.ownerColumn)} = d.id), '[]'::jsonb)`
-        : `coalesce(${rel.storedJson}, '[]'::jsonb)`;
-    const p = `coalesce(d.${q(rel.property)}, '[]'::jsonb)`;
-    differs.push(rel.kind === "set" || rel.unordered ? `NOT (${stored} @> ${p} AND ${p} @> ${stored})` : `${stored} IS DISTINCT FROM ${p}`);
-  }
+  const relations = def.relations ?? [];
+  differs.push(...relations.map(relationDiffers));
   const restamps = differs.length > 0 ? differs.join(" OR ") : "false";
   const anyDiffers = notes.length > 0 ? `${restamps} OR ${columnsDiffer(notes)}` : restamps;
-  const detect = await client.query<{ id: string; exists: boolean; restamp: boolean }>(
-    `SELECT d.id::text AS id, t.id IS NOT NULL AS exists, coalesce(${restamps}, false) AS restamp
+  // relations[i] of a row is rewritten only when it differs (relation_i): the triggers on the child
+  // tables see real changes only (migration 105 counts them as rewrites of the rows that show them).
+  const relationFlags = relations.map((rel, i) => `, coalesce(${relationDiffers(rel)}, true) AS relation_${i}`).join("");
+  const detect = await client.query<{ id: string; exists: boolean; restamp: boolean } & Record<`relation_${number}`, boolean>>(
+    `SELECT d.id::text AS id, t.id IS NOT NULL AS exists, coalesce(${restamps}, false) AS restamp${relationFlags}
        FROM jsonb_to_recordset($2::jsonb) AS d(${recordsetColumns(def)})
        LEFT JOIN ${t} t ON t.organization_id = $1 AND t.id = d.id
       WHERE t.id IS NULL OR ${anyDiffers}`,
@@ -141,27 +138,47 @@ async function upsertBatch(client: PoolClient, organizationId: string, def: Tabl
       hasStamp ? [organizationId, JSON.stringify(updateRows), keepStamp] : [organizationId, JSON.stringify(updateRows)],
     );
   }
-  const written = [...insertRows, ...updateRows];
-  if (written.length > 0) await replaceRelations(client, organizationId, def, written);
-  return { inserted: insertRows.length, updated: updateRows.length, unchanged: rows.length - written.length };
+  for (const [i, rel] of relations.entries()) {
+    const changed = new Set(detect.rows.filter((r) => r[`relation_${i}`]).map((r) => r.id));
+    if (changed.size > 0) await replaceRelation(client, organizationId, rel, rows.filter((r) => changed.has(r.id)));
+  }
+  return { inserted: insertRows.length, updated: updateRows.length, unchanged: rows.length - insertRows.length - updateRows.length };
 }
 
-async function replaceRelations(client: PoolClient, organizationId: string, def: TableDef, rows: Row[]): Promise<void> {
+/** SQL: the relation given for row `d` differs from the one stored for it (`$1`: the organization). */
+function relationDiffers(rel: SetRelation | ChildList): string {
+  const stored =
+    rel.kind === "set"
+      ? `coalesce((SELECT jsonb_agg(r.${q(rel.valueColumn)}) FROM ${q(rel.table)} r WHERE r.organization_id = $1 AND r.${q(rel.ownerColumn)} = d.id), '[]'::jsonb)`
+      : `coalesce(${rel.storedJson}, '[]'::jsonb)`;
+  const p = `coalesce(d.${q(rel.property)}, '[]'::jsonb)`;
+  return rel.kind === "set" || rel.unordered ? `NOT (${stored} @> ${p} AND ${p} @> ${stored})` : `${stored} IS DISTINCT FROM ${p}`;
+}
+
+/** Writes one relation of rows whose relation differs from the stored one. */
+async function replaceRelation(client: PoolClient, organizationId: string, rel: SetRelation | ChildList, rows: Row[]): Promise<void> {
   const ids = rows.map((r) => r.id);
-  for (const rel of def.relations ?? []) {
+  if (rel.kind === "set") {
+    // Only the difference is written: the far side of a link table (products.suppliers) has no
+    // last_modified of its own to move, so its dataset's rewrite counter (migration 105) counts
+    // every pair that came or went, and restating an unchanged set must not look like a change.
+    const pairs = JSON.stringify(rows.flatMap((r) => ((r[rel.property] as unknown[] | undefined) ?? []).map((v) => [r.id, v])));
+    const owner = q(rel.ownerColumn);
+    const value = q(rel.valueColumn);
+    await client.query(
+      `DELETE FROM ${q(rel.table)} t WHERE t.organization_id = $1 AND t.${owner} = ANY($2::uuid[])
+          AND NOT EXISTS (SELECT 1 FROM jsonb_array_elements($3::jsonb) AS p WHERE (p->>0)::uuid = t.${owner} AND (p->>1)::${rel.valueType} = t.${value})`,
+      [organizationId, ids, pairs],
+    );
+    await client.query(
+      `INSERT INTO ${q(rel.table)} (organization_id, ${owner}, ${value})
+       SELECT $1, (p->>0)::uuid, (p->>1)::${rel.valueType} FROM jsonb_array_elements($2::jsonb) AS p
+       ON CONFLICT DO NOTHING`,
+      [organizationId, pairs],
+    );
+  } else {
     await client.query(`DELETE FROM ${q(rel.table)} WHERE organization_id = $1 AND ${q(rel.ownerColumn)} = ANY($2::uuid[])`, [organizationId, ids]);
-    if (rel.kind === "set") {
-      const pairs = rows.flatMap((r) => ((r[rel.property] as unknown[] | undefined) ?? []).map((v) => [r.id, v]));
-      if (pairs.length === 0) continue;
-      await client.query(
-        `INSERT INTO ${q(rel.table)} (organization_id, ${q(rel.ownerColumn)}, ${q(rel.valueColumn)})
-         SELECT $1, (p->>0)::uuid, (p->>1)::${rel.valueType} FROM jsonb_array_elements($2::jsonb) AS p
-         ON CONFLICT DO NOTHING`,
-        [organizationId, JSON.stringify(pairs)],
-      );
-    } else {
-      await rel.insert(client, organizationId, rows);
-    }
+    await rel.insert(client, organizationId, rows);
   }
 }
 

@@ -1,0 +1,98 @@
+/**
+ * Per-dataset rewrite counters (migration 105): a dataset's rewriteToken moves when a relation or a
+ * borrowed column its rows show changes in another record, and only that dataset's token moves.
+ */
+import { randomUUID } from "node:crypto";
+import { createTestOrganization, testPool } from "../../../test/support/db";
+import { collectListing, startCatalogHarness, type CatalogHarness } from "./support";
+
+describe("rewriteToken: relations and borrowed columns (migration 105)", () => {
+  const pool = testPool();
+  let harness: CatalogHarness;
+  const rewriteTokens = async (org: string) =>
+    new Map((await collectListing(harness.client, { organizationId: org })).datasets.map((d) => [d.key, d.rewriteToken]));
+  /** The keys whose rewriteToken differs between two listings. */
+  const moved = (before: Map<string, string | undefined>, after: Map<string, string | undefined>) => [...after.keys()].filter((k) => after.get(k) !== before.get(k)).sort();
+  /** Runs the step and answers which rewriteTokens it moved. */
+  const movedBy = async (org: string, step: () => Promise<unknown>) => {
+    const before = await rewriteTokens(org);
+    await step();
+    return moved(before, await rewriteTokens(org));
+  };
+
+  beforeAll(async () => {
+    harness = await startCatalogHarness();
+  });
+  afterAll(async () => {
+    await harness.stop();
+    await pool.end();
+  });
+
+  it("a supplier's or customer's links to products move the products token only, and the listing's ETag", async () => {
+    const org = await createTestOrganization(pool);
+    const [supplier, customer, product] = [randomUUID(), randomUUID(), randomUUID()];
+    await pool.query("INSERT INTO products (organization_id, id, name) VALUES ($1, $2, 'Flour')", [org, product]);
+    await pool.query("INSERT INTO suppliers (organization_id, id, name) VALUES ($1, $2, 'Mill')", [org, supplier]);
+    await pool.query("INSERT INTO customers (organization_id, id, name) VALUES ($1, $2, 'Bakery')", [org, customer]);
+    const etag = (await collectListing(harness.client, { organizationId: org })).etag;
+
+    expect(await movedBy(org, () => pool.query("INSERT INTO supplier_products (organization_id, supplier_id, product_id) VALUES ($1, $2, $3)", [org, supplier, product]))).toEqual([
+      "resources_products",
+    ]);
+    const cheap = await collectListing(harness.client, { organizationId: org, ifNoneMatch: etag });
+    expect(cheap.notModified).toBe(false);
+    expect(cheap.etag).not.toBe(etag);
+
+    expect(await movedBy(org, () => pool.query("INSERT INTO customer_products (organization_id, customer_id, product_id) VALUES ($1, $2, $3)", [org, customer, product]))).toEqual([
+      "resources_products",
+    ]);
+    expect(await movedBy(org, () => pool.query("DELETE FROM supplier_products WHERE organization_id = $1", [org]))).toEqual(["resources_products"]);
+    // A statement that changes no link (nothing to delete) moves nothing.
+    expect(await movedBy(org, () => pool.query("DELETE FROM supplier_products WHERE organization_id = $1", [org]))).toEqual([]);
+  });
+
+  it("a submission, step or form change a deviation shows moves the deviations token; one no deviation shows moves none", async () => {
+    const org = await createTestOrganization(pool);
+    const form = randomUUID();
+    const [own, linked, unrelated, future] = [randomUUID(), randomUUID(), randomUUID(), randomUUID()];
+    const [step, otherStep] = [randomUUID(), randomUUID()];
+    await pool.query("INSERT INTO forms (organization_id, id, name, record_prefix) VALUES ($1, $2, 'Audit', 'AU')", [org, form]);
+    await pool.query(
+      "INSERT INTO submissions (organization_id, id, form_id, record_id) SELECT $1, s.id, $2, 'AU-' || s.n FROM unnest($3::uuid[]) WITH ORDINALITY AS s(id, n)",
+      [org, form, [own, linked, unrelated]],
+    );
+    await pool.query("INSERT INTO submission_steps (organization_id, id, submission_id, name) VALUES ($1, $2, $3, 'Record'), ($1, $4, $3, 'Verify')", [org, step, own, otherStep]);
+    await pool.query(
+      "INSERT INTO deviations (organization_id, id, code, submission_id, step_id, severity, linked_record_id) VALUES ($1, gen_random_uuid(), 'DEV-1', $2, $3, 'Low', $4), ($1, gen_random_uuid(), 'DEV-2', $2, NULL, 'Low', $5)",
+      [org, own, step, linked, future],
+    );
+    const update = (sql: string, ...params: unknown[]) => () => pool.query(sql, [org, ...params]);
+
+    // Not shown by any deviation: another submission's status, the own submission's values, another step.
+    expect(await movedBy(org, update("UPDATE submissions SET status = 'Completed' WHERE organization_id = $1 AND id = $2", unrelated))).toEqual([]);
+    expect(await movedBy(org, update(`UPDATE submissions SET "values" = '{"a": 1}' WHERE organization_id = $1 AND id = $2`, own))).toEqual([]);
+    expect(await movedBy(org, update("UPDATE submission_steps SET status = 'Completed' WHERE organization_id = $1 AND id = $2", otherStep))).toEqual([]);
+
+    // Shown: the own submission's archive flag and status, the linked record's code, the step's status, the form's name.
+    expect(await movedBy(org, update("UPDATE submissions SET is_archived = true WHERE organization_id = $1 AND id = $2", own))).toEqual(["deviations"]);
+    expect(await movedBy(org, update("UPDATE submissions SET status = 'Cancelled' WHERE organization_id = $1 AND id = $2", own))).toEqual(["deviations"]);
+    expect(await movedBy(org, update("UPDATE submissions SET record_id = 'AU-99' WHERE organization_id = $1 AND id = $2", linked))).toEqual(["deviations"]);
+    expect(await movedBy(org, update("UPDATE submission_steps SET status = 'Completed' WHERE organization_id = $1 AND id = $2", step))).toEqual(["deviations"]);
+    const formRename = await movedBy(org, update("UPDATE forms SET name = 'Hygiene audit' WHERE organization_id = $1 AND id = $2", form));
+    expect(formRename).toContain("deviations");
+    expect(formRename.filter((k) => k.startsWith("resources_"))).toEqual([]);
+
+    // The linked record deleted (its code shows empty from now on), then a record created with the id a deviation links to.
+    expect(await movedBy(org, update("DELETE FROM submissions WHERE organization_id = $1 AND id = $2", linked))).toEqual(["deviations"]);
+    expect(await movedBy(org, update("INSERT INTO submissions (organization_id, id, form_id, record_id) VALUES ($1, $2, $3, 'AU-7')", future, form))).toEqual(["deviations"]);
+    expect(await movedBy(org, update("INSERT INTO submissions (organization_id, id, form_id, record_id) VALUES ($1, gen_random_uuid(), $2, 'AU-8')", form))).toEqual([]);
+  });
+
+  it("moves only its own organization's tokens", async () => {
+    const [org, other] = [await createTestOrganization(pool), await createTestOrganization(pool)];
+    const [supplier, product] = [randomUUID(), randomUUID()];
+    const before = await rewriteTokens(other);
+    await pool.query("INSERT INTO supplier_products (organization_id, supplier_id, product_id) VALUES ($1, $2, $3)", [org, supplier, product]);
+    expect(moved(before, await rewriteTokens(other))).toEqual([]);
+  });
+});
