@@ -1,5 +1,5 @@
 import type { Server } from "node:http";
-import { createHttpServer } from "./http/server";
+import { createHttpServer, silentConnectionCloser } from "./http/server";
 import type { AddressInfo } from "node:net";
 import { CatalogService, ExportService } from "@exportsvc/proto";
 import { createClient, traceMetadata } from "@exportsvc/rpc";
@@ -75,6 +75,7 @@ export async function start(config: GatewayConfig): Promise<RunningGateway> {
   });
 
   const server: Server = createHttpServer(app.callback(), { ...httpLimitsFromConfig(config), logger, metrics, problemTypeBaseUrl: config.PROBLEM_TYPE_BASE_URL });
+  const closeSilentConnections = silentConnectionCloser(server);
   await new Promise<void>((resolve, reject) => {
     server.once("error", reject);
     server.listen(config.PORT, config.HOST, () => {
@@ -95,11 +96,15 @@ export async function start(config: GatewayConfig): Promise<RunningGateway> {
     (stopping ??= (async () => {
       // New connections are refused at once; streams in flight get the grace period to finish their page.
       const closed = new Promise<void>((resolve) => server.close(() => resolve()));
-      server.closeIdleConnections();
+      const closeIdle = () => {
+        server.closeIdleConnections();
+        closeSilentConnections();
+      };
+      closeIdle();
       const grace = new Promise<"timeout">((resolve) => setTimeout(() => resolve("timeout"), config.SHUTDOWN_GRACE_MS).unref());
       // A keep-alive connection whose stream just finished turns idle and would hold the close
       // until the grace period ends: close such connections as they turn idle.
-      const idleSweep = setInterval(() => server.closeIdleConnections(), 200);
+      const idleSweep = setInterval(closeIdle, 200);
       try {
         if ((await Promise.race([closed, grace])) === "timeout") {
           logger.warn("shutdown grace period over: aborting the requests still in flight");

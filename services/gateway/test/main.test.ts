@@ -1,3 +1,5 @@
+import { once } from "node:events";
+import { createConnection } from "node:net";
 import { request } from "undici";
 import { ConfigError, generateApiKey, hashApiKeySecret } from "@exportsvc/common";
 import type { Pool } from "pg";
@@ -185,6 +187,43 @@ describe("stop(): graceful shutdown", () => {
       expect(outcome).toBe("stopped");
     } finally {
       release();
+      await gateway.stop();
+      await services.close();
+      await pool.end();
+    }
+  }, 60_000);
+
+  it("does not wait for connections that never sent a byte, and answers a request half-sent when the stop began", async () => {
+    const state = emptyFakeState();
+    // A grace far longer than the test: stop() must not wait for it.
+    const { pool, services, gateway } = await startGatewayOverFakes(state, { SHUTDOWN_GRACE_MS: "300000" });
+    const { port, hostname } = new URL(gateway.url);
+    const connect = async () => {
+      const socket = createConnection(Number(port), hostname);
+      await once(socket, "connect");
+      const closed = once(socket, "close");
+      return { socket, closed };
+    };
+    try {
+      // A client's spare connections: open, silent (Node's closeIdleConnections() leaves these).
+      const spare = await Promise.all([connect(), connect(), connect()]);
+      // And a request whose head is half-sent when the stop begins: it is answered, not cut.
+      const half = await connect();
+      const answer: Buffer[] = [];
+      half.socket.on("data", (chunk: Buffer) => answer.push(chunk));
+      half.socket.write("GET /health HTTP/1.1\r\nHost: gateway\r\n");
+      await eventually(() => half.socket.bytesWritten > 0);
+      await new Promise((r) => setTimeout(r, 100));
+      let stopped = false;
+      const stopping = gateway.stop().then(() => (stopped = true));
+      await Promise.all(spare.map((c) => c.closed));
+      expect(stopped).toBe(false);
+      half.socket.write("\r\n");
+      await half.closed;
+      expect(Buffer.concat(answer).toString("latin1")).toMatch(/^HTTP\/1\.1 \d{3} /);
+      // Well before the 300 s grace, and well within the test's own timeout.
+      await stopping;
+    } finally {
       await gateway.stop();
       await services.close();
       await pool.end();
