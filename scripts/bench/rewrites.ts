@@ -1,0 +1,95 @@
+/**
+ * `npm run bench:rewrites`: what the per-dataset rewrite counters (migration 105) cost the source's
+ * writers. Bulk updates of BENCH_REWRITE_SUBMISSIONS submissions of one form, one statement each,
+ * with the submissions' rewrite triggers enabled and disabled (alternating, BENCH_REPEAT rounds,
+ * medians, ratio with/without), in a transaction that is rolled back so every round updates the same
+ * rows. One deviation on every 100th submission, so the probes find some.
+ *
+ *   values   an edit of the submissions' values only: no column a deviation shows, no probe;
+ *   status   a status change of every submission: one comparison and up to two index probes a row,
+ *            and the deviations' counter moves.
+ *
+ * Environment (all optional):
+ *   BENCH_DATABASE_URL          database to use as is (migrated here); default: a fresh database
+ *                               exportsvc_bench_rewrites on DATABASE_URL's server, dropped at the end
+ *   DATABASE_URL                server for the fresh database (default postgres://postgres@127.0.0.1:5432/postgres)
+ *   BENCH_REWRITE_SUBMISSIONS   submissions updated by each statement (default 200000)
+ *   BENCH_REPEAT                rounds (default 3)
+ */
+import { randomUUID } from "node:crypto";
+import { Pool } from "pg";
+import { migrate } from "@exportsvc/db";
+import { provisionDatabase } from "./database";
+import { envInt as num, log, median, msSince } from "./helpers";
+
+const REWRITE_TRIGGERS = ["submissions_deviation_rewrites_ins", "submissions_deviation_rewrites_upd", "submissions_deviation_rewrites_del"];
+
+const UPDATES = {
+  values: `UPDATE submissions SET "values" = jsonb_build_object('note', 'edited ' || id) WHERE organization_id = $1`,
+  status: `UPDATE submissions SET status = CASE status WHEN 'Completed' THEN 'InProgress' ELSE 'Completed' END WHERE organization_id = $1`,
+} as const;
+
+/** One bulk update, rolled back; milliseconds. A VACUUM first removes what the previous round left. */
+async function timedUpdate(pool: Pool, org: string, sql: string, withTriggers: boolean): Promise<number> {
+  await pool.query("VACUUM submissions, form_dataset_changes, dataset_rewrite_counters");
+  const client = await pool.connect();
+  try {
+    await client.query("BEGIN");
+    if (!withTriggers) for (const t of REWRITE_TRIGGERS) await client.query(`ALTER TABLE submissions DISABLE TRIGGER ${t}`);
+    const started = process.hrtime.bigint();
+    await client.query(sql, [org]);
+    return msSince(started);
+  } finally {
+    await client.query("ROLLBACK");
+    client.release();
+  }
+}
+
+async function main(): Promise<void> {
+  const submissions = num("BENCH_REWRITE_SUBMISSIONS", 200_000);
+  const repeats = num("BENCH_REPEAT", 3);
+  const db = await provisionDatabase("exportsvc_bench_rewrites", { benchDatabaseUrl: true, keep: false });
+  const pool = new Pool({ connectionString: db.url, max: 3 });
+  try {
+    await migrate(pool);
+    const org = randomUUID();
+    const formId = randomUUID();
+    await pool.query("INSERT INTO organizations (id, name) VALUES ($1, 'Bench rewrites')", [org]);
+    await pool.query("INSERT INTO forms (organization_id, id, name, record_prefix) VALUES ($1, $2, 'Bench form', 'BF')", [org, formId]);
+    await pool.query(
+      `INSERT INTO submissions (organization_id, id, form_id, record_id, status, "values")
+       SELECT $1, gen_random_uuid(), $2, 'BF-' || g, 'Completed', jsonb_build_object('note', 'value ' || g) FROM generate_series(1, $3::int) g`,
+      [org, formId, submissions],
+    );
+    await pool.query(
+      `INSERT INTO deviations (organization_id, id, code, submission_id, severity)
+       SELECT organization_id, gen_random_uuid(), 'DEV-' || n, id, 'Low'
+         FROM (SELECT organization_id, id, row_number() OVER (ORDER BY id) AS n FROM submissions WHERE organization_id = $1) s
+        WHERE n % 100 = 0`,
+      [org],
+    );
+    await pool.query("DELETE FROM form_dataset_changes WHERE organization_id = $1", [org]);
+    await pool.query("VACUUM ANALYZE submissions, deviations");
+    for (const [name, sql] of Object.entries(UPDATES)) {
+      log(`${name}: bulk update of ${submissions} submissions in one statement (rolled back), ${repeats} rounds, alternating`);
+      const withT: number[] = [];
+      const without: number[] = [];
+      await timedUpdate(pool, org, sql, true); // warm-up: caches, first-touch costs
+      for (let i = 0; i < repeats; i++) {
+        const order = i % 2 === 0 ? [true, false] : [false, true];
+        for (const on of order) (on ? withT : without).push(await timedUpdate(pool, org, sql, on));
+      }
+      log(`    with rewrite triggers:    ${withT.map((x) => x.toFixed(0)).join(", ")} ms (median ${median(withT).toFixed(0)})`);
+      log(`    without rewrite triggers: ${without.map((x) => x.toFixed(0)).join(", ")} ms (median ${median(without).toFixed(0)})`);
+      log(`    ratio with/without: ${(median(withT) / median(without)).toFixed(2)}`);
+    }
+  } finally {
+    await pool.end();
+    await db.drop();
+  }
+}
+
+main().catch((err) => {
+  process.stderr.write(`${err instanceof Error ? err.stack : String(err)}\n`);
+  process.exit(1);
+});
