@@ -143,4 +143,36 @@ describe("exportctl CLI", () => {
     }
     expect(await queued()).toEqual([]);
   }, CHILD_PROCESS_TIMEOUT);
+
+  test("forms rebuild --all queues the published, live forms of every organization", async () => {
+    const orgs = [randomUUID(), randomUUID()];
+    const published: Record<string, string> = {};
+    for (const [i, org] of orgs.entries()) {
+      await createOrganization(pool, { name: `Rebuild all ${i}`, id: org });
+      for (const state of ["published", "draft"] as const) {
+        const id = randomUUID();
+        await pool.query("INSERT INTO forms (organization_id, id, name, record_prefix) VALUES ($1, $2, $3, 'R')", [org, id, state]);
+        await pool.query("INSERT INTO form_versions (organization_id, form_id, version, fields, published_at) VALUES ($1, $2, 1, '[]', $3)", [org, id, state === "published" ? new Date() : null]);
+        if (state === "published") published[org] = id;
+      }
+      await pool.query("DELETE FROM form_dataset_changes WHERE organization_id = $1", [org]);
+    }
+    // The shared test database holds other tests' organizations too: the requests this call queues
+    // for them are removed afterwards (seq after the current last one).
+    const lastSeq = (await pool.query<{ seq: string }>("SELECT coalesce(max(seq), 0)::text AS seq FROM form_dataset_changes")).rows[0].seq;
+    try {
+      const r = await exportctl(["--json", "forms", "rebuild", "--all"]);
+      expect(r.code).toBe(0);
+      const answer = JSON.parse(r.stdout) as { organizations: number; forms: Record<string, string[]> };
+      for (const org of orgs) expect(answer.forms[org]).toEqual([published[org]]);
+      expect(answer.organizations).toBe(Object.keys(answer.forms).length);
+      const queuedHere = await pool.query<{ organization_id: string; form_id: string }>(
+        "SELECT organization_id::text, form_id::text FROM form_dataset_changes WHERE organization_id = ANY($1::uuid[]) AND kind = 'rebuild' ORDER BY organization_id",
+        [orgs],
+      );
+      expect(queuedHere.rows).toEqual(orgs.sort().map((org) => ({ organization_id: org, form_id: published[org] })));
+    } finally {
+      await pool.query("DELETE FROM form_dataset_changes WHERE kind = 'rebuild' AND seq > $1::bigint", [lastSeq]);
+    }
+  }, CHILD_PROCESS_TIMEOUT);
 });
