@@ -16,9 +16,9 @@
 -- submission, so routine submission edits do not send consumers into full re-reads. The listing's
 -- rewriteToken includes a dataset's counter only once it is non-zero, so no token moves on deploy.
 --
--- Lock order: like 046's, these bumps are immediate statement triggers. The apply path writes a
--- record's own row (bumping dataset_changes) before its relations (bumping these), and submissions
--- before deviations, so two applies take the rows in the same order.
+-- Lock order: like 046's, these bumps are immediate statement triggers. Applies of one organization
+-- are serialized (exportctl apply's advisory lock); other writers that take a deviation's counter
+-- rows in opposite orders can deadlock, as with 046 (docs/catalog.md "rewriteToken").
 CREATE TABLE dataset_rewrite_counters (
   organization_id uuid NOT NULL,
   dataset text NOT NULL,
