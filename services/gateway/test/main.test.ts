@@ -213,7 +213,8 @@ describe("stop(): graceful shutdown", () => {
       half.socket.on("data", (chunk: Buffer) => answer.push(chunk));
       half.socket.write("GET /health HTTP/1.1\r\nHost: gateway\r\n");
       await eventually(() => half.socket.bytesWritten > 0);
-      await new Promise((r) => setTimeout(r, 100));
+      // Time for the gateway to read those bytes (a connection it has read nothing from counts as silent).
+      await new Promise((r) => setTimeout(r, 250));
       let stopped = false;
       const stopping = gateway.stop().then(() => (stopped = true));
       await Promise.all(spare.map((c) => c.closed));
