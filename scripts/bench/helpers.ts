@@ -25,3 +25,24 @@ export const secondsSince = (start: bigint): number => Number(process.hrtime.big
 
 /** The upper median (the middle element of the sorted values; of an even count, the higher of the two). */
 export const median = (xs: number[]): number => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)];
+
+/**
+ * A cost measured with and without something (a trigger, a feature): `rounds` pairs, the order
+ * alternating between rounds so neither side always runs on warmer caches, after one untimed warm-up
+ * of the "with" side. Logs both series, their medians and the ratio of the medians, and returns it.
+ */
+export async function compareWithWithout(what: string, rounds: number, run: (enabled: boolean) => Promise<number>): Promise<number> {
+  await run(true);
+  const timed: Record<"with" | "without", number[]> = { with: [], without: [] };
+  for (let i = 0; i < rounds; i++) {
+    for (const enabled of i % 2 === 0 ? [true, false] : [false, true]) timed[enabled ? "with" : "without"].push(await run(enabled));
+  }
+  const width = `without ${what}:`.length;
+  for (const side of ["with", "without"] as const) {
+    const xs = timed[side];
+    log(`    ${`${side} ${what}:`.padEnd(width)} ${xs.map((x) => x.toFixed(0)).join(", ")} ms (median ${median(xs).toFixed(0)})`);
+  }
+  const ratio = median(timed.with) / median(timed.without);
+  log(`    ratio with/without: ${ratio.toFixed(2)}`);
+  return ratio;
+}

@@ -20,7 +20,7 @@ import { randomUUID } from "node:crypto";
 import { Pool } from "pg";
 import { migrate } from "@exportsvc/db";
 import { provisionDatabase } from "./database";
-import { envInt as num, log, median, msSince } from "./helpers";
+import { compareWithWithout, envInt as num, log, msSince } from "./helpers";
 
 const REWRITE_TRIGGERS = ["submissions_deviation_rewrites_ins", "submissions_deviation_rewrites_upd", "submissions_deviation_rewrites_del"];
 
@@ -72,16 +72,7 @@ async function main(): Promise<void> {
     await pool.query("VACUUM ANALYZE submissions, deviations");
     for (const [name, sql] of Object.entries(UPDATES)) {
       log(`${name}: bulk update of ${submissions} submissions in one statement (rolled back), ${repeats} rounds, alternating`);
-      const withT: number[] = [];
-      const without: number[] = [];
-      await timedUpdate(pool, org, sql, true); // warm-up: caches, first-touch costs
-      for (let i = 0; i < repeats; i++) {
-        const order = i % 2 === 0 ? [true, false] : [false, true];
-        for (const on of order) (on ? withT : without).push(await timedUpdate(pool, org, sql, on));
-      }
-      log(`    with rewrite triggers:    ${withT.map((x) => x.toFixed(0)).join(", ")} ms (median ${median(withT).toFixed(0)})`);
-      log(`    without rewrite triggers: ${without.map((x) => x.toFixed(0)).join(", ")} ms (median ${median(without).toFixed(0)})`);
-      log(`    ratio with/without: ${(median(withT) / median(without)).toFixed(2)}`);
+      await compareWithWithout("rewrite triggers", repeats, (enabled) => timedUpdate(pool, org, sql, enabled));
     }
   } finally {
     await pool.end();

@@ -23,7 +23,7 @@ import { Pool } from "pg";
 import { migrate } from "@exportsvc/db";
 import { buildDeletionsQuery, CursorCodec, CursorKeyring, type PageDataset } from "@exportsvc/datasets";
 import { provisionDatabase } from "./database";
-import { envInt as num, log, median, msSince } from "./helpers";
+import { compareWithWithout, envInt as num, log, msSince } from "./helpers";
 import { generateSuppliers, BENCH_DATASET } from "./dataset";
 import { measureRawCopy, payloadPosition, type Measurement } from "./measure";
 
@@ -74,21 +74,7 @@ async function main(): Promise<void> {
     await pool.query("DELETE FROM form_dataset_changes WHERE organization_id = $1", [org]);
     await pool.query("VACUUM ANALYZE submissions");
     log(`(a) bulk delete of ${submissions} submissions in one statement (rolled back), ${repeats} rounds, alternating`);
-    const withT: number[] = [];
-    const without: number[] = [];
-    await timedDelete(pool, org, formId, true); // warm-up: caches, first-touch costs
-    for (let i = 0; i < repeats; i++) {
-      if (i % 2 === 0) {
-        withT.push(await timedDelete(pool, org, formId, true));
-        without.push(await timedDelete(pool, org, formId, false));
-      } else {
-        without.push(await timedDelete(pool, org, formId, false));
-        withT.push(await timedDelete(pool, org, formId, true));
-      }
-    }
-    log(`    with tombstones:    ${withT.map((x) => x.toFixed(0)).join(", ")} ms (median ${median(withT).toFixed(0)})`);
-    log(`    without tombstones: ${without.map((x) => x.toFixed(0)).join(", ")} ms (median ${median(without).toFixed(0)})`);
-    log(`    ratio with/without: ${(median(withT) / median(without)).toFixed(2)}`);
+    await compareWithWithout("tombstones", repeats, (enabled) => timedDelete(pool, org, formId, enabled));
 
     // (b) commit the delete: the feed now holds one tombstone per submission.
     await pool.query("DELETE FROM submissions WHERE organization_id = $1 AND form_id = $2", [org, formId]);
