@@ -1,19 +1,20 @@
 /**
  * `npm run bench:rewrites`: what the per-dataset rewrite counters (migration 105) cost the source's
- * writers. Bulk updates of BENCH_REWRITE_SUBMISSIONS submissions of one form, one statement each,
+ * writers. Bulk writes of BENCH_REWRITE_SUBMISSIONS submissions of one form, one statement each,
  * with the submissions' rewrite triggers enabled and disabled (alternating, BENCH_REPEAT rounds,
- * medians, ratio with/without), in a transaction that is rolled back so every round updates the same
+ * medians, ratio with/without), in a transaction that is rolled back so every round writes the same
  * rows. One deviation on every 100th submission, so the probes find some.
  *
  *   values   an edit of the submissions' values only: no column a deviation shows, no probe;
  *   status   a status change of every submission: one comparison and up to two index probes a row,
- *            and the deviations' counter moves.
+ *            and the deviations' counter moves;
+ *   insert   as many new submissions: one probe a row (does a deviation link to the new id?).
  *
  * Environment (all optional):
  *   BENCH_DATABASE_URL          database to use as is (migrated here); default: a fresh database
  *                               exportsvc_bench_rewrites on DATABASE_URL's server, dropped at the end
  *   DATABASE_URL                server for the fresh database (default postgres://postgres@127.0.0.1:5432/postgres)
- *   BENCH_REWRITE_SUBMISSIONS   submissions updated by each statement (default 200000)
+ *   BENCH_REWRITE_SUBMISSIONS   submissions written by each statement (default 200000)
  *   BENCH_REPEAT                rounds (default 3)
  */
 import { randomUUID } from "node:crypto";
@@ -24,20 +25,23 @@ import { compareWithWithout, envInt as num, log, msSince } from "./helpers";
 
 const REWRITE_TRIGGERS = ["submissions_deviation_rewrites_ins", "submissions_deviation_rewrites_upd", "submissions_deviation_rewrites_del"];
 
-const UPDATES = {
-  values: `UPDATE submissions SET "values" = jsonb_build_object('note', 'edited ' || id) WHERE organization_id = $1`,
-  status: `UPDATE submissions SET status = CASE status WHEN 'Completed' THEN 'InProgress' ELSE 'Completed' END WHERE organization_id = $1`,
+/** The measured statements: `$1` the organization, `$2` the form, `$3` the submission count. */
+const STATEMENTS = {
+  values: `UPDATE submissions SET "values" = jsonb_build_object('note', 'edited ' || id) WHERE organization_id = $1 AND form_id = $2 AND $3::int > 0`,
+  status: `UPDATE submissions SET status = CASE status WHEN 'Completed' THEN 'InProgress' ELSE 'Completed' END WHERE organization_id = $1 AND form_id = $2 AND $3::int > 0`,
+  insert: `INSERT INTO submissions (organization_id, id, form_id, record_id, status, "values")
+           SELECT $1, gen_random_uuid(), $2, 'NEW-' || g, 'Completed', '{}'::jsonb FROM generate_series(1, $3::int) g`,
 } as const;
 
-/** One bulk update, rolled back; milliseconds. A VACUUM first removes what the previous round left. */
-async function timedUpdate(pool: Pool, org: string, sql: string, withTriggers: boolean): Promise<number> {
+/** One bulk statement, rolled back; milliseconds. A VACUUM first removes what the previous round left. */
+async function timedStatement(pool: Pool, params: [string, string, number], sql: string, withTriggers: boolean): Promise<number> {
   await pool.query("VACUUM submissions, form_dataset_changes, dataset_rewrite_counters");
   const client = await pool.connect();
   try {
     await client.query("BEGIN");
     if (!withTriggers) for (const t of REWRITE_TRIGGERS) await client.query(`ALTER TABLE submissions DISABLE TRIGGER ${t}`);
     const started = process.hrtime.bigint();
-    await client.query(sql, [org]);
+    await client.query(sql, params);
     return msSince(started);
   } finally {
     await client.query("ROLLBACK");
@@ -70,9 +74,9 @@ async function main(): Promise<void> {
     );
     await pool.query("DELETE FROM form_dataset_changes WHERE organization_id = $1", [org]);
     await pool.query("VACUUM ANALYZE submissions, deviations");
-    for (const [name, sql] of Object.entries(UPDATES)) {
-      log(`${name}: bulk update of ${submissions} submissions in one statement (rolled back), ${repeats} rounds, alternating`);
-      await compareWithWithout("rewrite triggers", repeats, (enabled) => timedUpdate(pool, org, sql, enabled));
+    for (const [name, sql] of Object.entries(STATEMENTS)) {
+      log(`${name}: ${submissions} submissions in one statement (rolled back), ${repeats} rounds, alternating`);
+      await compareWithWithout("rewrite triggers", repeats, (enabled) => timedStatement(pool, [org, formId, submissions], sql, enabled));
     }
   } finally {
     await pool.end();
