@@ -87,22 +87,27 @@ async function upsertBatch(client: PoolClient, organizationId: string, def: Tabl
   const optional = def.columns.filter((c) => c.mode === "stamp" || c.mode === "keep");
   const columnsDiffer = (cols: ColumnDef[]) =>
     `(${cols.map((c) => `t.${q(c.column)}`).join(", ")}, NULL) IS DISTINCT FROM (${cols.map((c) => `d.${q(c.column)}`).join(", ")}, NULL)`;
-  // Differences that restamp `last_modified`; note columns are added after them for detection only.
-  const differs: string[] = [];
-  if (plain.length > 0) differs.push(columnsDiffer(plain));
-  for (const c of optional) differs.push(`(d.${q(c.column)} IS NOT NULL AND d.${q(c.column)} IS DISTINCT FROM t.${q(c.column)})`);
+  // Differences that restamp `last_modified`: the columns', then each relation's (relation_i: a
+  // relation is rewritten only when it differs, so the triggers on the child tables see real changes
+  // only; migration 105 counts them as rewrites of the rows that show them). Note columns are
+  // compared for detection only. Each is computed once per row in the inner query (OFFSET 0 keeps
+  // PostgreSQL from inlining the relations' subqueries into every place that reads them).
+  const columnDiffers: string[] = [];
+  if (plain.length > 0) columnDiffers.push(columnsDiffer(plain));
+  for (const c of optional) columnDiffers.push(`(d.${q(c.column)} IS NOT NULL AND d.${q(c.column)} IS DISTINCT FROM t.${q(c.column)})`);
   const relations = def.relations ?? [];
-  differs.push(...relations.map(relationDiffers));
-  const restamps = differs.length > 0 ? differs.join(" OR ") : "false";
-  const anyDiffers = notes.length > 0 ? `${restamps} OR ${columnsDiffer(notes)}` : restamps;
-  // relations[i] of a row is rewritten only when it differs (relation_i): the triggers on the child
-  // tables see real changes only (migration 105 counts them as rewrites of the rows that show them).
-  const relationFlags = relations.map((rel, i) => `, coalesce(${relationDiffers(rel)}, true) AS relation_${i}`).join("");
+  const relationFlags = relations.map((_, i) => `relation_${i}`);
+  const restamp = ["columns_differ", ...relationFlags].join(" OR ");
+  const relationColumns = relations.map((rel, i) => `, coalesce(${relationDiffers(rel)}, false) AS relation_${i}`).join("");
   const detect = await client.query<{ id: string; exists: boolean; restamp: boolean } & Record<`relation_${number}`, boolean>>(
-    `SELECT d.id::text AS id, t.id IS NOT NULL AS exists, coalesce(${restamps}, false) AS restamp${relationFlags}
-       FROM jsonb_to_recordset($2::jsonb) AS d(${recordsetColumns(def)})
-       LEFT JOIN ${t} t ON t.organization_id = $1 AND t.id = d.id
-      WHERE t.id IS NULL OR ${anyDiffers}`,
+    `SELECT id, exists, ${restamp} AS restamp${relationFlags.map((f) => `, ${f}`).join("")}
+       FROM (SELECT d.id::text AS id, t.id IS NOT NULL AS exists,
+                    coalesce(${columnDiffers.length > 0 ? columnDiffers.join(" OR ") : "false"}, false) AS columns_differ,
+                    coalesce(${notes.length > 0 ? columnsDiffer(notes) : "false"}, false) AS notes_differ${relationColumns}
+               FROM jsonb_to_recordset($2::jsonb) AS d(${recordsetColumns(def)})
+               LEFT JOIN ${t} t ON t.organization_id = $1 AND t.id = d.id
+             OFFSET 0) x
+      WHERE NOT exists OR ${restamp} OR notes_differ`,
     [organizationId, JSON.stringify(rows)],
   );
   const toInsert = new Set(detect.rows.filter((r) => !r.exists).map((r) => r.id));
