@@ -24,3 +24,29 @@ export function createLogger(service: string, level = process.env.LOG_LEVEL ?? "
   };
   return destination ? pino(options, destination) : pino(options);
 }
+
+interface EndableDestination {
+  end(): void;
+  once(event: "close", listener: () => void): unknown;
+  destroyed?: boolean;
+}
+
+const isEndable = (stream: unknown): stream is EndableDestination =>
+  typeof stream === "object" && stream !== null && typeof (stream as EndableDestination).end === "function" && typeof (stream as EndableDestination).once === "function";
+
+/**
+ * Calls `done` once every line logged so far has reached the destination, which is then closed
+ * (for a process about to exit). pino's `flush(cb)` does not do this: with the default
+ * asynchronous destination it calls back at once, and the synchronous flush pino runs at exit
+ * then writes the queued lines ahead of a write still waiting in libuv's pool, so a line such as
+ * "stopping" would appear after "unclean stop". Ending the destination waits for that write.
+ */
+export function endLogs(log: Logger, done: () => void): void {
+  const stream: unknown = (log as unknown as Record<symbol, unknown>)[pino.symbols.streamSym];
+  if (!isEndable(stream) || stream.destroyed) {
+    done();
+    return;
+  }
+  stream.once("close", done);
+  stream.end();
+}

@@ -1,5 +1,5 @@
 import { runMain } from "./config";
-import { createLogger, type Logger } from "./logger";
+import { createLogger, endLogs, type Logger } from "./logger";
 import { activeTelemetry } from "./telemetry";
 
 /** What a service's start() resolves with: something that stops gracefully. */
@@ -49,16 +49,12 @@ export function runService<Config, Service extends StoppableService>(options: Se
   });
 }
 
-/**
- * Exits once every log line is written. The default pino destination writes asynchronously, and
- * the synchronous flush it does at exit can overtake a write still in flight, so that "stopping"
- * would appear after "unclean stop".
- */
+/** Exits once every log line is written (endLogs), in the order logged. */
 function exitAfterLogs(log: Logger, code: number): void {
   const exit = () => process.exit(code);
   // A destination that broke (stdout closed) may never call back.
   setTimeout(exit, LOG_FLUSH_TIMEOUT_MS);
-  log.flush(exit);
+  endLogs(log, exit);
 }
 
 const LOG_FLUSH_TIMEOUT_MS = 2_000;

@@ -89,6 +89,16 @@ describe("runService", () => {
   );
 
   it(
+    "writes every line before exiting, in order, even when a line's write is still queued behind a busy thread pool",
+    async () => {
+      const { code, stdout } = await runFixture("failing-stop-busy-pool", "SIGTERM");
+      expect(logMessages(stdout)).toEqual(["fixture ready", "stopping", "unclean stop"]);
+      expect(code).toBe(1);
+    },
+    CHILD_PROCESS_TIMEOUT,
+  );
+
+  it(
     "fails fast on bad configuration, naming the variable, before anything starts",
     async () => {
       const { code, stdout, stderr } = await runFixture("bad-config");
