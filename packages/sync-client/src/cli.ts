@@ -15,7 +15,7 @@ import { SyncEngine, type RunSummary } from "./engine";
 import { jsonReporter, redact, terminalReporter, type Reporter } from "./report";
 import { status } from "./status";
 import { openTarget, redactUrl, type Target } from "./targets";
-import { verify } from "./verify";
+import { verify, type VerifyResult } from "./verify";
 
 const EXIT = { ok: 0, partial: 1, fatal: 2, usage: 64, interrupted: 130 } as const;
 
@@ -225,7 +225,7 @@ export function buildProgram(): Command {
 
   program
     .command("verify")
-    .description("compare the copy with a fresh full export (row count and checksum per dataset); exit 1 on any difference")
+    .description("compare the copy with a fresh full export, row by row and every value; exit 1 on any difference")
     .action(async (_o, cmd: Command) => {
       const opts = cmd.optsWithGlobals() as GlobalOptions;
       const json = opts.json || !process.stdout.isTTY;
@@ -234,12 +234,7 @@ export function buildProgram(): Command {
         try {
           const results = await verify(client, target, {
             only: opts.datasets?.split(",").map((s) => s.trim()).filter(Boolean),
-            onResult: (r) =>
-              process.stdout.write(
-                json
-                  ? JSON.stringify({ event: "verify", ...r }) + "\n"
-                  : `${r.ok ? "ok  " : "DIFF"} ${r.dataset}: source ${r.source.rows} rows, copy ${r.copy ? `${r.copy.rows} rows` : "no table"}${r.ok || !r.copy || r.copy.rows !== r.source.rows ? "" : " (checksums differ)"}\n`,
-              ),
+            onResult: (r) => process.stdout.write(json ? JSON.stringify({ event: "verify", ...r }) + "\n" : describeVerifyResult(r)),
           });
           const diffs = results.filter((r) => !r.ok).length;
           process.stdout.write(json ? JSON.stringify({ event: "verify-summary", datasets: results.length, differences: diffs }) + "\n" : `${results.length} datasets, ${diffs} differ\n`);
@@ -250,6 +245,22 @@ export function buildProgram(): Command {
       });
     });
   return program;
+}
+
+/** One dataset's verify result for a terminal: a line, and the differences it found indented below. */
+function describeVerifyResult(r: VerifyResult): string {
+  const line = `${r.ok ? "ok  " : "DIFF"} ${r.dataset}: source ${r.source.rows} rows, copy ${r.copy ? `${r.copy.rows} rows` : "no table"}`;
+  if (r.ok || !r.copy) return `${line}\n`;
+  const counts = [
+    [r.missing, "missing"],
+    [r.extra, "extra"],
+    [r.changed, "changed"],
+    [r.duplicated, "duplicated in the export"],
+  ]
+    .filter(([n]) => Number(n) > 0)
+    .map(([n, what]) => `${n} ${what}`);
+  if (r.missingColumns.length) counts.push(`columns not in the copy: ${r.missingColumns.join(", ")}`);
+  return [`${line} (${counts.join("; ")})`, ...r.examples.map((e) => `       ${e}`)].join("\n") + "\n";
 }
 
 export async function main(argv = process.argv): Promise<void> {

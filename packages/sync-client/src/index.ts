@@ -7,5 +7,5 @@ export { SyncEngine, planTable, type SyncOptions, type SyncEvent, type RunSummar
 export type { SyncExtension, DatasetContext } from "./hooks";
 export type { DatasetState, SyncState } from "./state";
 export { openTarget, PostgresTarget, redactUrl, type SqliteTarget, type Target, type TablePlan } from "./targets";
-export { verify, exportChecksum, type VerifyResult } from "./verify";
+export { verify, openFullExport, type VerifyResult } from "./verify";
 export { status, type DatasetStatus } from "./status";

@@ -117,7 +117,7 @@ describe("dataset-sync CLI", () => {
     const dirty = cli(["verify", "--json"], env);
     expect((await dirty.exit).code).toBe(1);
     const diff = jsonLines(dirty.stdout).find((e) => e.event === "verify" && e.dataset === "resources_suppliers")!;
-    expect(diff).toMatchObject({ ok: false, source: { rows: 3 }, copy: { rows: 2 } });
+    expect(diff).toMatchObject({ ok: false, source: { rows: 3 }, copy: { rows: 2 }, missing: 1, extra: 0, changed: 0, examples: [`missing id=${id("sup:1")}`] });
     for (const run of [watch, clean, dirty]) expect(run.stdout.join("") + run.stderr.join("")).not.toContain(org.secret);
   }, 120_000);
 

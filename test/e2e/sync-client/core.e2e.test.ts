@@ -4,7 +4,8 @@
  * edits, new submissions, removed grid rows and deleted resources reach the copy.
  */
 import { waitFor } from "../../support/forms";
-import { copyRows, syncOnce, withTarget } from "./harness";
+import { ExportApiClient, verify, type VerifyResult } from "../../../packages/sync-client/src";
+import { copyRows, execOnCopy, syncOnce, withTarget } from "./harness";
 import { expectCopyEqualsSource, hygieneOrg, syncClientStack } from "./shared";
 
 describe("sync client: core loader rules", () => {
@@ -31,6 +32,40 @@ describe("sync client: core loader rules", () => {
     const again = await syncOnce(stack.e2e.baseUrl, stack.e2e.apiKey, db.url, { limit: 7 });
     expect(again.summary.listing).toBe("not-modified");
     expect({ listings: again.listings, pages: again.pages }).toEqual({ listings: 1, pages: 0 });
+  }, 180_000);
+
+  it.each(["postgres", "sqlite"] as const)("%s: verify finds every dataset of a fresh copy equal, value by value, and names each tampered row", async (kind) => {
+    const db = await stack.target(kind);
+    expect((await syncOnce(stack.e2e.baseUrl, stack.e2e.apiKey, db.url)).summary.failed).toEqual([]);
+    const runVerify = async () => {
+      const client = new ExportApiClient({ baseUrl: stack.e2e.baseUrl, apiKey: stack.e2e.apiKey });
+      try {
+        return await withTarget(db.url, (target) => verify(client, target));
+      } finally {
+        await client.close();
+      }
+    };
+    const clean = await runVerify();
+    // The demo organization has every column type (numbers, booleans, dates, timestamps, grids):
+    // converted as a sync stores them, none differs.
+    expect(clean.length).toBeGreaterThan(10);
+    expect(clean.filter((r) => !r.ok)).toEqual([]);
+    expect(clean.find((r) => r.dataset === "resources_suppliers")!.source.rows).toBeGreaterThan(2);
+
+    const ids = (await copyRows(db, "resources_suppliers", ["id"])).map((r) => r.id!).sort();
+    const [changed, removed, source] = ids;
+    await execOnCopy(
+      db,
+      `UPDATE resources_suppliers SET name = 'tampered' WHERE id = '${changed}';
+       DELETE FROM resources_suppliers WHERE id = '${removed}';
+       INSERT INTO resources_suppliers (id, name, last_modified) SELECT '00000000-0000-4000-8000-00000000e7a1', name, last_modified FROM resources_suppliers WHERE id = '${source}';`,
+    );
+    const dirty = await runVerify();
+    expect(dirty.filter((r) => !r.ok).map((r) => r.dataset)).toEqual(["resources_suppliers"]);
+    const suppliers = dirty.find((r) => r.dataset === "resources_suppliers") as VerifyResult;
+    expect(suppliers).toMatchObject({ ok: false, missing: 1, extra: 1, changed: 1, duplicated: 0, missingColumns: [] });
+    expect(suppliers.copy!.rows).toBe(suppliers.source.rows);
+    expect(suppliers.examples).toEqual([`changed id=${changed} (name)`, "extra id=00000000-0000-4000-8000-00000000e7a1", `missing id=${removed}`]);
   }, 180_000);
 
   it.each(["postgres", "sqlite"] as const)("%s: an edit, a new submission, a removed grid row reach the copy; a deleted resource goes at once (deletion feed)", async (kind) => {

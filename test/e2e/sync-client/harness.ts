@@ -102,6 +102,26 @@ export async function copyRows(db: TargetDb, table: string, columns: string[]): 
   }
 }
 
+/** Runs statements on the copy (a test tampering with it, as a person or a bug might). */
+export async function execOnCopy(db: TargetDb, sql: string): Promise<void> {
+  if (db.kind === "postgres") {
+    const c = new Client({ connectionString: db.url });
+    await c.connect();
+    try {
+      await c.query(sql);
+    } finally {
+      await c.end();
+    }
+    return;
+  }
+  const d = new Database(db.url.replace(/^sqlite:/, ""));
+  try {
+    d.exec(sql);
+  } finally {
+    d.close();
+  }
+}
+
 /** Export rows and copy rows keyed alike and compared as text; booleans in SQLite are 1/0. */
 export function normalizeExportRow(row: Row, columns: string[], booleanColumns: Set<string>, kind: "postgres" | "sqlite") {
   const out: Record<string, string | null> = {};

@@ -8,11 +8,21 @@ import { Readable } from "node:stream";
 import { pipeline } from "node:stream/promises";
 import { Pool, type PoolClient } from "pg";
 import { from as copyFrom } from "pg-copy-streams";
-import { POSTGRES_CHECKSUM_SQL } from "../checksum";
 import type { Cell } from "../csv";
 import { reviveDatasetState, type DatasetState, type SyncState } from "../state";
 import { quoteIdent as q } from "./sql";
-import { GENERATION_COLUMN, type FinishDataset, type FinishResult, type PageWrite, type RawPageWrite, type TablePlan, type Target, type TombstoneWrite } from "./target";
+import {
+  GENERATION_COLUMN,
+  type ContentComparison,
+  type ContentDifferences,
+  type FinishDataset,
+  type FinishResult,
+  type PageWrite,
+  type RawPageWrite,
+  type TablePlan,
+  type Target,
+  type TombstoneWrite,
+} from "./target";
 
 const TYPES: Record<string, string> = {
   text: "text",
@@ -109,21 +119,7 @@ export class PostgresTarget implements Target {
   async writePage(write: PageWrite): Promise<{ rows: number }> {
     let rows = 0;
     await this.transaction(async (client) => {
-      await createStage(client, write.header.length);
-      const copy = client.query(copyFrom(`COPY ${q(STAGE)} (${write.header.map((_, i) => `c${i}`).join(", ")}) FROM STDIN`));
-      async function* lines(): AsyncGenerator<string> {
-        let batch = "";
-        for await (const row of write.rows) {
-          rows++;
-          batch += copyLine(row);
-          if (batch.length > 65_536) {
-            yield batch;
-            batch = "";
-          }
-        }
-        if (batch) yield batch;
-      }
-      await pipeline(Readable.from(lines()), copy);
+      rows = await stageRows(client, write.header.length, write.rows);
       const state = write.stateAfter();
       if (rows > 0) await upsertFromStage(client, write.plan, write.header, write.generation, state.key);
       await saveStateWith(client, state);
@@ -226,11 +222,61 @@ export class PostgresTarget implements Target {
     return Number((await this.pool.query(`SELECT count(*) AS n FROM ${q(table)}`)).rows[0].n);
   }
 
-  async summarize(table: string, hasRowIndex: boolean) {
-    const exists = await this.pool.query("SELECT to_regclass($1) IS NOT NULL AS ok", [q(table)]);
+  /**
+   * The export's rows are staged and converted into a temporary copy of the table (`LIKE` it) by
+   * the statement a page's upsert uses, then both tables are compared row by row as jsonb (without
+   * the generation column). Rolled back: nothing of it stays.
+   */
+  async compareContent({ plan, header, rows }: ContentComparison): Promise<ContentDifferences | null> {
+    const exists = await this.pool.query("SELECT to_regclass($1) IS NOT NULL AS ok", [q(plan.table)]);
     if (!exists.rows[0].ok) return null;
-    const { rows } = await this.pool.query(`SELECT ${POSTGRES_CHECKSUM_SQL(hasRowIndex ? "t.row_index::text" : "''")} FROM ${q(table)} t`);
-    return { rows: Number(rows[0].rows), checksum: rows[0].checksum as string };
+    return this.transaction(async (client) => {
+      await stageRows(client, header.length, rows);
+      await client.query(`CREATE TEMP TABLE ${q(FRESH)} (LIKE ${q(plan.table)}) ON COMMIT DROP`);
+      const { targets, values } = stagedColumns(plan, header);
+      await client.query(`INSERT INTO ${q(FRESH)} (${targets.join(", ")}, ${q(GENERATION_COLUMN)}) SELECT ${values.join(", ")}, 0 FROM ${q(STAGE)} s`);
+      const keys = plan.keyColumns.map(q).join(", ");
+      const doc = `to_jsonb(t) - '${GENERATION_COLUMN.replace(/'/g, "''")}'`;
+      await client.query(
+        `CREATE TEMP TABLE ${q(JOINED)} ON COMMIT DROP AS
+           SELECT ${keys}, f.doc AS fresh, c.doc AS copy, f.n
+             FROM (SELECT DISTINCT ON (${keys}) ${keys}, doc, n
+                     FROM (SELECT ${keys}, ${doc} AS doc, count(*) OVER (PARTITION BY ${keys}) AS n FROM ${q(FRESH)} t) x
+                    ORDER BY ${keys}) f
+             FULL JOIN (SELECT ${keys}, ${doc} AS doc FROM ${q(plan.table)} t) c USING (${keys})`,
+      );
+      const counts = (
+        await client.query(
+          `SELECT coalesce(sum(n), 0) AS source_rows,
+                  count(*) FILTER (WHERE copy IS NOT NULL) AS copy_rows,
+                  count(*) FILTER (WHERE copy IS NULL) AS missing,
+                  count(*) FILTER (WHERE fresh IS NULL) AS extra,
+                  count(*) FILTER (WHERE fresh <> copy) AS changed,
+                  count(*) FILTER (WHERE n > 1) AS duplicated
+             FROM ${q(JOINED)}`,
+        )
+      ).rows[0];
+      const examples = (
+        await client.query(
+          `SELECT CASE WHEN copy IS NULL THEN 'missing' WHEN fresh IS NULL THEN 'extra' WHEN n > 1 AND fresh = copy THEN 'duplicated' ELSE 'changed' END AS kind,
+                  concat_ws(' ', ${plan.keyColumns.map((k) => `'${k}=' || ${q(k)}::text`).join(", ")}) AS key,
+                  (SELECT string_agg(e.key, ', ' ORDER BY e.key) FROM jsonb_each(fresh) e WHERE e.value IS DISTINCT FROM copy -> e.key) AS columns
+             FROM ${q(JOINED)}
+            WHERE copy IS NULL OR fresh IS NULL OR fresh <> copy OR n > 1
+            ORDER BY 1, ${keys}
+            LIMIT ${EXAMPLES}`,
+        )
+      ).rows;
+      return {
+        sourceRows: Number(counts.source_rows),
+        copyRows: Number(counts.copy_rows),
+        missing: Number(counts.missing),
+        extra: Number(counts.extra),
+        changed: Number(counts.changed),
+        duplicated: Number(counts.duplicated),
+        examples: examples.map((e) => `${e.kind} ${e.key}${e.kind === "changed" && e.columns ? ` (${e.columns})` : ""}`),
+      };
+    }, "discard");
   }
 
   async close(): Promise<void> {
@@ -242,7 +288,8 @@ export class PostgresTarget implements Target {
     await this.pool.end();
   }
 
-  private async transaction<T>(work: (client: PoolClient) => Promise<T>): Promise<T> {
+  /** `discard`: the work only reads (or writes temporary tables), and is rolled back. */
+  private async transaction<T>(work: (client: PoolClient) => Promise<T>, end: "commit" | "discard" = "commit"): Promise<T> {
     const client = await this.pool.connect();
     // A connection lost mid-transaction fails the query in progress; the event must not crash the process.
     const onError = () => undefined;
@@ -251,7 +298,7 @@ export class PostgresTarget implements Target {
     try {
       await client.query("BEGIN");
       const result = await work(client);
-      await client.query("COMMIT");
+      await client.query(end === "commit" ? "COMMIT" : "ROLLBACK");
       return result;
     } catch (err) {
       await client.query("ROLLBACK").catch((e: Error) => (broken = e));
@@ -264,6 +311,11 @@ export class PostgresTarget implements Target {
 }
 
 const STAGE = "sync$stage";
+/** compareContent's temporary tables: the export's rows as the copy's table types them, and both sides joined. */
+const FRESH = "sync$fresh";
+const JOINED = "sync$compared";
+/** Differences compareContent names. */
+const EXAMPLES = 5;
 
 /** The page's staging table: one text column per header column, in arrival order; dropped at commit. */
 async function createStage(client: PoolClient, columns: number) {
@@ -271,8 +323,28 @@ async function createStage(client: PoolClient, columns: number) {
   await client.query(`CREATE TEMP TABLE ${q(STAGE)} (ord bigint GENERATED ALWAYS AS IDENTITY, ${staged.join(", ")}) ON COMMIT DROP`);
 }
 
-/** Upserts the staged page into the dataset's table (typed casts) and records the grid ids it touched. */
-async function upsertFromStage(client: PoolClient, plan: TablePlan, header: string[], generation: number, datasetKey: string) {
+/** Stages rows (COPY's text format, in batches) and returns how many there were. */
+async function stageRows(client: PoolClient, columns: number, rows: AsyncIterable<Cell[]>): Promise<number> {
+  await createStage(client, columns);
+  let count = 0;
+  async function* lines(): AsyncGenerator<string> {
+    let batch = "";
+    for await (const row of rows) {
+      count++;
+      batch += copyLine(row);
+      if (batch.length > 65_536) {
+        yield batch;
+        batch = "";
+      }
+    }
+    if (batch) yield batch;
+  }
+  await pipeline(Readable.from(lines()), client.query(copyFrom(`COPY ${q(STAGE)} (${Array.from({ length: columns }, (_, i) => `c${i}`).join(", ")}) FROM STDIN`)));
+  return count;
+}
+
+/** The plan's columns present in the header, and the typed expression that reads each from the staged page `s`. */
+function stagedColumns(plan: TablePlan, header: string[]): { targets: string[]; values: string[] } {
   const targets: string[] = [];
   const values: string[] = [];
   header.forEach((key, i) => {
@@ -281,6 +353,12 @@ async function upsertFromStage(client: PoolClient, plan: TablePlan, header: stri
     targets.push(q(key));
     values.push(type === "text" ? `s.c${i}` : `NULLIF(s.c${i}, '')::${type}`);
   });
+  return { targets, values };
+}
+
+/** Upserts the staged page into the dataset's table (typed casts) and records the grid ids it touched. */
+async function upsertFromStage(client: PoolClient, plan: TablePlan, header: string[], generation: number, datasetKey: string) {
+  const { targets, values } = stagedColumns(plan, header);
   const inHeader = new Set(header);
   const keys = plan.keyColumns.map(q);
   const updates = targets

@@ -4,11 +4,20 @@
  * are stored as 1/0, numbers with NUMERIC affinity, everything else as the export's text.
  */
 import Database from "better-sqlite3";
-import { Checksum } from "../checksum";
 import type { Cell } from "../csv";
 import { reviveDatasetState, type DatasetState, type SyncState } from "../state";
 import { quoteIdent as q } from "./sql";
-import { GENERATION_COLUMN, type FinishDataset, type FinishResult, type PageWrite, type TablePlan, type Target, type TombstoneWrite } from "./target";
+import {
+  GENERATION_COLUMN,
+  type ContentComparison,
+  type ContentDifferences,
+  type FinishDataset,
+  type FinishResult,
+  type PageWrite,
+  type TablePlan,
+  type Target,
+  type TombstoneWrite,
+} from "./target";
 
 const TYPES: Record<string, string> = { number: "NUMERIC", boolean: "INTEGER" };
 export const sqliteType = (dataType: string) => TYPES[dataType] ?? "TEXT";
@@ -68,7 +77,7 @@ export class SqliteTarget implements Target {
 
   async writePage(write: PageWrite): Promise<{ rows: number }> {
     const { plan, header } = write;
-    const used = header.map((key, i) => ({ key, i, type: plan.columns[key] })).filter((c) => c.type !== undefined);
+    const used = usedColumns(plan, header);
     const inHeader = new Set(header);
     const updates = used
       .filter((c) => !plan.keyColumns.includes(c.key))
@@ -180,12 +189,75 @@ export class SqliteTarget implements Target {
     return (this.db.prepare(`SELECT count(*) AS n FROM ${q(table)}`).get() as { n: number }).n;
   }
 
-  async summarize(table: string, hasRowIndex: boolean) {
-    if (!this.tableExists(table)) return null;
-    const sum = new Checksum();
-    const rows = this.db.prepare(`SELECT id, ${hasRowIndex ? "row_index" : "''"} AS row_index, last_modified FROM ${q(table)}`).raw().iterate() as IterableIterator<unknown[]>;
-    for (const [id, rowIndex, lastModified] of rows) sum.add(String(id), rowIndex === null ? "" : String(rowIndex), String(lastModified ?? ""));
-    return { rows: sum.rows, checksum: sum.value };
+  /**
+   * The export's rows are converted as writePage converts them into a temporary table declared like
+   * the copy's (same column types, so the same affinities), then compared column by column with
+   * `IS`. Rolled back: nothing of it stays.
+   */
+  async compareContent({ plan, header, rows }: ContentComparison): Promise<ContentDifferences | null> {
+    if (!this.tableExists(plan.table)) return null;
+    const declared = (this.db.prepare(`SELECT name, type FROM pragma_table_info(?) ORDER BY cid`).all(plan.table) as Array<{ name: string; type: string }>).filter(
+      (c) => c.name !== GENERATION_COLUMN,
+    );
+    const columns = declared.map((c) => c.name);
+    const used = usedColumns(plan, header);
+    const converters = used.map((c) => converter(c.type));
+    const fresh = q(FRESH);
+    const keys = plan.keyColumns.map(q);
+    const sameKey = keys.map((k) => `f.${k} IS c.${k}`).join(" AND ");
+    const sameValues = columns.map((k) => `f.${q(k)} IS c.${q(k)}`).join(" AND ");
+    this.db.exec("BEGIN");
+    try {
+      this.db.exec(`CREATE TEMP TABLE ${fresh} (${declared.map((c) => `${q(c.name)} ${c.type}`).join(", ")})`);
+      const insert = this.db.prepare(`INSERT INTO ${fresh} (${used.map((c) => q(c.key)).join(", ")}) VALUES (${used.map(() => "?").join(", ")})`);
+      const values: unknown[] = new Array(used.length);
+      for await (const row of rows) {
+        for (let j = 0; j < used.length; j++) values[j] = converters[j](row[used[j].i]);
+        insert.run(values);
+      }
+      this.db.exec(`CREATE INDEX temp.${q(`${FRESH}$key`)} ON ${fresh} (${keys.join(", ")})`);
+      const count = (sql: string) => (this.db.prepare(sql).get() as { n: number }).n;
+      const distinctFresh = `(SELECT ${keys.join(", ")}, count(*) AS n, min(rowid) AS first FROM ${fresh} GROUP BY ${keys.join(", ")})`;
+      const copy = q(plan.table);
+      const result: ContentDifferences = {
+        sourceRows: count(`SELECT count(*) AS n FROM ${fresh}`),
+        copyRows: count(`SELECT count(*) AS n FROM ${copy}`),
+        missing: count(`SELECT count(*) AS n FROM ${distinctFresh} f WHERE NOT EXISTS (SELECT 1 FROM ${copy} c WHERE ${sameKey})`),
+        extra: count(`SELECT count(*) AS n FROM ${copy} c WHERE NOT EXISTS (SELECT 1 FROM ${fresh} f WHERE ${sameKey})`),
+        changed: count(
+          `SELECT count(*) AS n FROM ${distinctFresh} d JOIN ${fresh} f ON f.rowid = d.first JOIN ${copy} c ON ${sameKey} WHERE NOT (${sameValues})`,
+        ),
+        duplicated: count(`SELECT count(*) AS n FROM ${distinctFresh} f WHERE n > 1`),
+        examples: [],
+      };
+      const keyText = (row: Record<string, unknown>) => plan.keyColumns.map((k) => `${k}=${String(row[k])}`).join(" ");
+      const firstBy = (alias: string) => `ORDER BY ${keys.map((k) => `${alias}.${k}`).join(", ")} LIMIT ${EXAMPLES}`;
+      const limit = firstBy("f");
+      const changed = this.db
+        .prepare(
+          `SELECT ${columns.map((k) => `f.${q(k)} AS ${q(`f:${k}`)}, c.${q(k)} AS ${q(`c:${k}`)}`).join(", ")}
+             FROM ${distinctFresh} d JOIN ${fresh} f ON f.rowid = d.first JOIN ${copy} c ON ${sameKey} WHERE NOT (${sameValues}) ${limit}`,
+        )
+        .all() as Array<Record<string, unknown>>;
+      const side = (row: Record<string, unknown>, prefix: string) => Object.fromEntries(columns.map((k) => [k, row[`${prefix}:${k}`]]));
+      const examples = [
+        ...changed.map((row) => {
+          const [f, c] = [side(row, "f"), side(row, "c")];
+          return `changed ${keyText(f)} (${columns.filter((k) => f[k] !== c[k]).sort().join(", ")})`;
+        }),
+        ...(this.db.prepare(`SELECT f.* FROM ${distinctFresh} f WHERE n > 1 ${limit}`).all() as Array<Record<string, unknown>>).map((f) => `duplicated ${keyText(f)}`),
+        ...(this.db.prepare(`SELECT c.* FROM ${copy} c WHERE NOT EXISTS (SELECT 1 FROM ${fresh} f WHERE ${sameKey}) ${firstBy("c")}`).all() as Array<Record<string, unknown>>).map(
+          (c) => `extra ${keyText(c)}`,
+        ),
+        ...(this.db.prepare(`SELECT f.* FROM ${distinctFresh} f WHERE NOT EXISTS (SELECT 1 FROM ${copy} c WHERE ${sameKey}) ${limit}`).all() as Array<Record<string, unknown>>).map(
+          (f) => `missing ${keyText(f)}`,
+        ),
+      ];
+      result.examples = examples.sort().slice(0, EXAMPLES);
+      return result;
+    } finally {
+      this.db.exec("ROLLBACK");
+    }
   }
 
   async close(): Promise<void> {
@@ -205,6 +277,16 @@ export class SqliteTarget implements Target {
       .run(state.key, state.table, JSON.stringify(state), new Date().toISOString());
   }
 }
+
+/** The plan's columns present in the header, with their position in it and their type. */
+function usedColumns(plan: TablePlan, header: string[]): Array<{ key: string; i: number; type: string }> {
+  return header.map((key, i) => ({ key, i, type: plan.columns[key] })).filter((c) => c.type !== undefined);
+}
+
+/** compareContent's temporary table: the export's rows as the copy's table types them. */
+const FRESH = "sync$fresh";
+/** Differences compareContent names. */
+const EXAMPLES = 5;
 
 /** Export text → SQLite value by the column's listing dataType. */
 function converter(dataType: string): (v: Cell) => unknown {

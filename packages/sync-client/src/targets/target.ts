@@ -60,10 +60,33 @@ export interface TombstoneWrite {
   state: DatasetState;
 }
 
-export interface TableSummary {
-  rows: number;
-  /** Order-independent checksum over each row's (id, row_index, last_modified). */
-  checksum: string;
+/** A fresh full export of a dataset, to compare with the copy's table. */
+export interface ContentComparison {
+  /** The copy's table: its name, key columns and the column types it was written with. */
+  plan: TablePlan;
+  /** The export's header (`_cursor` included): aligned with each row. */
+  header: string[];
+  /** Every row of the export, page after page. */
+  rows: AsyncIterable<Cell[]>;
+}
+
+/**
+ * How the copy differs from the export. Each exported row is converted exactly as a sync writes it
+ * (same column types, same conversions), so a row that a sync would store unchanged is equal.
+ */
+export interface ContentDifferences {
+  sourceRows: number;
+  copyRows: number;
+  /** Rows of the export with no row of that key in the copy. */
+  missing: number;
+  /** Rows of the copy whose key the export did not return. */
+  extra: number;
+  /** Rows present on both sides whose values differ (any column, `last_modified` included). */
+  changed: number;
+  /** Keys the export returned more than once. */
+  duplicated: number;
+  /** A few of the differences, e.g. `changed id=… (name, city)`. */
+  examples: string[];
 }
 
 export interface Target {
@@ -97,7 +120,11 @@ export interface Target {
   saveState(state: DatasetState): Promise<void>;
   saveListingEtag(etag: string | null): Promise<void>;
   countRows(table: string): Promise<number | null>;
-  summarize(table: string, hasRowIndex: boolean): Promise<TableSummary | null>;
+  /**
+   * Compares the copy's table with a fresh export, changing nothing (the export's rows go to a
+   * temporary table that is discarded). Null when the table does not exist.
+   */
+  compareContent(comparison: ContentComparison): Promise<ContentDifferences | null>;
   close(): Promise<void>;
 }
 
