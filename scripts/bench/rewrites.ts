@@ -1,20 +1,23 @@
 /**
- * `npm run bench:rewrites`: what the per-dataset rewrite counters (migration 105) cost the source's
- * writers. Bulk writes of BENCH_REWRITE_SUBMISSIONS submissions of one form, one statement each,
- * with the submissions' rewrite triggers enabled and disabled (alternating, BENCH_REPEAT rounds,
- * medians, ratio with/without), in a transaction that is rolled back so every round writes the same
- * rows. One deviation on every 100th submission, so the probes find some.
+ * `npm run bench:rewrites`: what the rewrite counters' triggers cost the source's writers. Bulk
+ * writes of BENCH_REWRITE_SUBMISSIONS rows, one statement each, with the measured triggers enabled
+ * and disabled (alternating, BENCH_REPEAT rounds, medians, ratio with/without), in a transaction
+ * that is rolled back so every round writes the same rows.
  *
- *   values   an edit of the submissions' values only: no column a deviation shows, no probe;
- *   status   a status change of every submission: one comparison and up to two index probes a row,
- *            and the deviations' counter moves;
- *   insert   as many new submissions: one probe a row (does a deviation link to the new id?).
+ * Migration 105 on submissions (one deviation on every 100th submission, so the probes find some):
+ *   values          an edit of the submissions' values only: no column a deviation shows, no probe;
+ *   status          a status change of every submission: one comparison and up to two index probes
+ *                   a row, and the deviations' counter moves;
+ *   insert          as many new submissions: one probe a row (does a deviation link to the new id?).
+ * Migration 110 on products (as many products; 10 000 deleted ids remembered, none of them written):
+ *   product insert  as many new products: their join with the remembered deletions;
+ *   product delete  every product deleted: each id remembered.
  *
  * Environment (all optional):
  *   BENCH_DATABASE_URL          database to use as is (migrated here); default: a fresh database
  *                               exportsvc_bench_rewrites on DATABASE_URL's server, dropped at the end
  *   DATABASE_URL                server for the fresh database (default postgres://postgres@127.0.0.1:5432/postgres)
- *   BENCH_REWRITE_SUBMISSIONS   submissions written by each statement (default 200000)
+ *   BENCH_REWRITE_SUBMISSIONS   rows written by each statement (default 200000)
  *   BENCH_REPEAT                rounds (default 3)
  */
 import { randomUUID } from "node:crypto";
@@ -23,25 +26,54 @@ import { migrate } from "@exportsvc/db";
 import { provisionDatabase } from "./database";
 import { compareWithWithout, envInt as num, log, msSince } from "./helpers";
 
-const REWRITE_TRIGGERS = ["submissions_deviation_rewrites_ins", "submissions_deviation_rewrites_upd", "submissions_deviation_rewrites_del"];
+interface Measured {
+  table: "submissions" | "products";
+  /** The triggers measured (disabled for the "without" rounds). */
+  triggers: string[];
+  /** `$1` the organization, `$2` the row count; the submissions' statements read the form from `$3`. */
+  sql: string;
+}
 
-/** The measured statements: `$1` the organization, `$2` the form, `$3` the submission count. */
-const STATEMENTS = {
-  values: `UPDATE submissions SET "values" = jsonb_build_object('note', 'edited ' || id) WHERE organization_id = $1 AND form_id = $2 AND $3::int > 0`,
-  status: `UPDATE submissions SET status = CASE status WHEN 'Completed' THEN 'InProgress' ELSE 'Completed' END WHERE organization_id = $1 AND form_id = $2 AND $3::int > 0`,
-  insert: `INSERT INTO submissions (organization_id, id, form_id, record_id, status, "values")
-           SELECT $1, gen_random_uuid(), $2, 'NEW-' || g, 'Completed', '{}'::jsonb FROM generate_series(1, $3::int) g`,
-} as const;
+const SUBMISSION_TRIGGERS = ["submissions_deviation_rewrites_ins", "submissions_deviation_rewrites_upd", "submissions_deviation_rewrites_del"];
+
+const MEASURED: Record<string, Measured> = {
+  values: {
+    table: "submissions",
+    triggers: SUBMISSION_TRIGGERS,
+    sql: `UPDATE submissions SET "values" = jsonb_build_object('note', 'edited ' || id) WHERE organization_id = $1 AND form_id = $3 AND $2::int > 0`,
+  },
+  status: {
+    table: "submissions",
+    triggers: SUBMISSION_TRIGGERS,
+    sql: `UPDATE submissions SET status = CASE status WHEN 'Completed' THEN 'InProgress' ELSE 'Completed' END WHERE organization_id = $1 AND form_id = $3 AND $2::int > 0`,
+  },
+  insert: {
+    table: "submissions",
+    triggers: SUBMISSION_TRIGGERS,
+    sql: `INSERT INTO submissions (organization_id, id, form_id, record_id, status, "values")
+          SELECT $1, gen_random_uuid(), $3, 'NEW-' || g, 'Completed', '{}'::jsonb FROM generate_series(1, $2::int) g`,
+  },
+  "product insert": {
+    table: "products",
+    triggers: ["products_restore_rewrites"],
+    sql: `INSERT INTO products (organization_id, id, name) SELECT $1, gen_random_uuid(), 'new product ' || g FROM generate_series(1, $2::int) g`,
+  },
+  "product delete": {
+    table: "products",
+    triggers: ["products_deletions_remembered"],
+    sql: `DELETE FROM products WHERE organization_id = $1 AND $2::int > 0`,
+  },
+};
 
 /** One bulk statement, rolled back; milliseconds. A VACUUM first removes what the previous round left. */
-async function timedStatement(pool: Pool, params: [string, string, number], sql: string, withTriggers: boolean): Promise<number> {
-  await pool.query("VACUUM submissions, form_dataset_changes, dataset_rewrite_counters");
+async function timedStatement(pool: Pool, params: [string, number, string], measured: Measured, withTriggers: boolean): Promise<number> {
+  await pool.query(`VACUUM ${measured.table}, form_dataset_changes, dataset_rewrite_counters, displayed_record_deletions`);
   const client = await pool.connect();
   try {
     await client.query("BEGIN");
-    if (!withTriggers) for (const t of REWRITE_TRIGGERS) await client.query(`ALTER TABLE submissions DISABLE TRIGGER ${t}`);
+    if (!withTriggers) for (const t of measured.triggers) await client.query(`ALTER TABLE ${measured.table} DISABLE TRIGGER ${t}`);
     const started = process.hrtime.bigint();
-    await client.query(sql, params);
+    await client.query(measured.sql, measured.table === "submissions" ? params : params.slice(0, 2));
     return msSince(started);
   } finally {
     await client.query("ROLLBACK");
@@ -72,11 +104,16 @@ async function main(): Promise<void> {
         WHERE n % 100 = 0`,
       [org],
     );
+    await pool.query("INSERT INTO products (organization_id, id, name) SELECT $1, gen_random_uuid(), 'product ' || g FROM generate_series(1, $2::int) g", [org, submissions]);
+    await pool.query(
+      "INSERT INTO displayed_record_deletions (organization_id, record_table, id) SELECT $1, 'products', gen_random_uuid() FROM generate_series(1, 10000)",
+      [org],
+    );
     await pool.query("DELETE FROM form_dataset_changes WHERE organization_id = $1", [org]);
-    await pool.query("VACUUM ANALYZE submissions, deviations");
-    for (const [name, sql] of Object.entries(STATEMENTS)) {
-      log(`${name}: ${submissions} submissions in one statement (rolled back), ${repeats} rounds, alternating`);
-      await compareWithWithout("rewrite triggers", repeats, (enabled) => timedStatement(pool, [org, formId, submissions], sql, enabled));
+    await pool.query("VACUUM ANALYZE submissions, deviations, products, displayed_record_deletions");
+    for (const [name, measured] of Object.entries(MEASURED)) {
+      log(`${name}: ${submissions} ${measured.table} in one statement (rolled back), ${repeats} rounds, alternating`);
+      await compareWithWithout("rewrite triggers", repeats, (enabled) => timedStatement(pool, [org, submissions, formId], measured, enabled));
     }
   } finally {
     await pool.end();

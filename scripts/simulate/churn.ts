@@ -82,14 +82,14 @@ const TIME_ZONES = ["UTC", "Europe/Berlin", "America/Chicago", "Asia/Tokyo", "Au
 
 export type ChangeKind =
   | "submissionCreate" | "submissionEdit" | "gridRows" | "submissionComplete" | "submissionArchive" | "submissionDelete"
-  | "resourceCreate" | "resourceEdit" | "resourceDelete" | "relatedRename"
+  | "resourceCreate" | "resourceEdit" | "resourceDelete" | "resourceRestore" | "relatedRename"
   | "deviationCreate" | "deviationAdvance"
   | "formAddField" | "formRemoveField" | "formRetypeField" | "formRelabel" | "formRename" | "formDelete"
   | "siteRename" | "siteTimeZone" | "batch" | "sharedTimestamp" | "longTransaction";
 
 const WEIGHTS: Record<ChangeKind, number> = {
   submissionCreate: 14, submissionEdit: 14, gridRows: 10, submissionComplete: 5, submissionArchive: 2, submissionDelete: 3,
-  resourceCreate: 8, resourceEdit: 14, resourceDelete: 3, relatedRename: 2,
+  resourceCreate: 8, resourceEdit: 14, resourceDelete: 3, resourceRestore: 1.5, relatedRename: 2,
   deviationCreate: 4, deviationAdvance: 5,
   formAddField: 0.8, formRemoveField: 0.5, formRetypeField: 0.5, formRelabel: 0.8, formRename: 0.3, formDelete: 0.2,
   siteRename: 1, siteTimeZone: 0.5, batch: 4, sharedTimestamp: 2, longTransaction: 1.5,
@@ -120,12 +120,17 @@ export class OrgChurn {
   private subs = new Map<string, SubmissionModel>();
   private devs = new Map<string, DeviationModel>();
   private res = new Map<ResourceKind, Map<string, Rec>>();
+  /** Deleted records, as last stated: a restore states one again under the same id. */
+  private deletedRes = new Map<ResourceKind, Map<string, Rec>>();
   private counter = 0;
   readonly counters: ChurnCounters = { changes: {}, documents: 0, longTransactions: 0, refused: 0, refusals: [], writeRetries: 0 };
 
   constructor(readonly organizationId: string, seed: number, private readonly weights: Partial<Record<ChangeKind, number>> = {}) {
     this.rnd = Random.derived(seed, organizationId);
-    for (const k of [...RESOURCE_KINDS, "sites", "teams"] as ResourceKind[]) this.res.set(k, new Map());
+    for (const k of [...RESOURCE_KINDS, "sites", "teams"] as ResourceKind[]) {
+      this.res.set(k, new Map());
+      this.deletedRes.set(k, new Map());
+    }
   }
 
   private n(): number {
@@ -400,7 +405,30 @@ export class OrgChurn {
         const rk = this.rnd.pick(RESOURCE_KINDS);
         if (this.res.get(rk)!.size < 2) return undefined;
         const rec = this.rnd.pick(this.all(rk));
-        return { kind, doc: this.doc({ delete: { [rk]: [rec.id] } }), applied: () => this.res.get(rk)!.delete(rec.id) };
+        return {
+          kind,
+          doc: this.doc({ delete: { [rk]: [rec.id] } }),
+          applied: () => {
+            this.res.get(rk)!.delete(rec.id);
+            this.deletedRes.get(rk)!.set(rec.id, rec);
+          },
+        };
+      }
+      case "resourceRestore": {
+        // A deleted record stated again under its id (an undo): rows that kept naming it (a lot its
+        // product, a product its supplier) show its name again without moving their last_modified.
+        const kinds = RESOURCE_KINDS.filter((k) => this.deletedRes.get(k)!.size > 0);
+        if (kinds.length === 0) return undefined;
+        const rk = this.rnd.pick(kinds);
+        const rec = this.rnd.pick([...this.deletedRes.get(rk)!.values()]);
+        return {
+          kind,
+          doc: this.doc({ [rk]: [this.stated(rk, rec)] }),
+          applied: () => {
+            this.deletedRes.get(rk)!.delete(rec.id);
+            this.add(rk, rec);
+          },
+        };
       }
       case "relatedRename": {
         // A product renamed: lots and recipes show its name without moving their last_modified.

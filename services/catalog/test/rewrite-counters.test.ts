@@ -1,6 +1,8 @@
 /**
  * Per-dataset rewrite counters (migration 105): a dataset's rewriteToken moves when a relation or a
  * borrowed column its rows show changes in another record, and only that dataset's token moves.
+ * Restored records (migration 110): a displayed record written again under a deleted id moves the
+ * organization's tokens, as its deletion did.
  */
 import { randomUUID } from "node:crypto";
 import { createTestOrganization, testPool } from "../../../test/support/db";
@@ -86,6 +88,44 @@ describe("rewriteToken: relations and borrowed columns (migration 105)", () => {
     expect(await movedBy(org, update("DELETE FROM submissions WHERE organization_id = $1 AND id = $2", linked))).toEqual(["deviations"]);
     expect(await movedBy(org, update("INSERT INTO submissions (organization_id, id, form_id, record_id) VALUES ($1, $2, $3, 'AU-7')", future, form))).toEqual(["deviations"]);
     expect(await movedBy(org, update("INSERT INTO submissions (organization_id, id, form_id, record_id) VALUES ($1, gen_random_uuid(), $2, 'AU-8')", form))).toEqual([]);
+  });
+
+  it("a displayed record deleted and written again under its id moves every token again (migration 110); a new record moves none", async () => {
+    const org = await createTestOrganization(pool);
+    const other = await createTestOrganization(pool);
+    const [product, supplier, lot] = [randomUUID(), randomUUID(), randomUUID()];
+    const all = [...(await rewriteTokens(org)).keys()].sort();
+    const otherBefore = await rewriteTokens(other);
+    const remembered = async () => (await pool.query("SELECT record_table, id::text FROM displayed_record_deletions WHERE organization_id = $1", [org])).rows;
+
+    // First-time inserts (a lot naming its product, then the product) move nothing: the case 110 leaves to the full re-read.
+    expect(await movedBy(org, () => pool.query("INSERT INTO lots (organization_id, id, code, product_id) VALUES ($1, $2, 'L-1', $3)", [org, lot, product]))).toEqual([]);
+    expect(await movedBy(org, () => pool.query("INSERT INTO products (organization_id, id, name) VALUES ($1, $2, 'Flour')", [org, product]))).toEqual([]);
+
+    // Deleted (046 moves every token: the lot's product name went empty), remembered, then restored (110 moves them again).
+    expect(await movedBy(org, () => pool.query("DELETE FROM products WHERE organization_id = $1 AND id = $2", [org, product]))).toEqual(all);
+    expect(await remembered()).toEqual([{ record_table: "products", id: product }]);
+    expect(await movedBy(org, () => pool.query("INSERT INTO products (organization_id, id, name) VALUES ($1, $2, 'Flour')", [org, product]))).toEqual(all);
+    expect(await remembered()).toEqual([]);
+    // A second insert statement of a record not deleted since moves nothing.
+    expect(await movedBy(org, () => pool.query("INSERT INTO suppliers (organization_id, id, name) VALUES ($1, $2, 'Mill')", [org, supplier]))).toEqual([]);
+
+    // The upsert writers use (INSERT … ON CONFLICT) restores the same way; an update of a live record is 046's alone.
+    await pool.query("DELETE FROM suppliers WHERE organization_id = $1 AND id = $2", [org, supplier]);
+    const upsert = () =>
+      pool.query("INSERT INTO suppliers (organization_id, id, name) VALUES ($1, $2, 'Mill') ON CONFLICT (organization_id, id) DO UPDATE SET name = excluded.name", [org, supplier]);
+    expect(await movedBy(org, upsert)).toEqual(all);
+    expect(await movedBy(org, upsert)).toEqual([]);
+    expect(moved(otherBefore, await rewriteTokens(other))).toEqual([]);
+
+    // The records an organization's deletion cascades to are not remembered (its earlier deletions
+    // are swept with its other tables by exportctl org delete).
+    await pool.query("DELETE FROM products WHERE organization_id = $1", [org]);
+    expect(await remembered()).toEqual([{ record_table: "products", id: product }]);
+    await pool.query("DELETE FROM organizations WHERE id = $1", [org]);
+    expect((await pool.query("SELECT 1 FROM suppliers WHERE organization_id = $1", [org])).rowCount).toBe(0);
+    expect(await remembered()).toEqual([{ record_table: "products", id: product }]);
+    await pool.query("DELETE FROM displayed_record_deletions WHERE organization_id = $1", [org]);
   });
 
   it("moves only its own organization's tokens", async () => {

@@ -68,6 +68,32 @@ describe("sync client: core loader rules", () => {
     expect(suppliers.examples).toEqual([`changed id=${changed} (name)`, "extra id=00000000-0000-4000-8000-00000000e7a1", `missing id=${removed}`]);
   }, 180_000);
 
+  it.each(["postgres", "sqlite"] as const)("%s: a product deleted and restored under its id: the lot naming it shows the name again after the next sync", async (kind) => {
+    const { id, org } = await hygieneOrg(stack.e2e);
+    const db = await stack.target(kind);
+    const run = () => syncOnce(stack.e2e.baseUrl, org.secret, db.url);
+    const product = { id: id("prod:flour"), name: "Flour", productType: "RawMaterial" as const };
+    const lotName = async () => (await copyRows(db, "resources_lots", ["id", "product_name"])).find((r) => r.id === id("lot:1"))?.product_name ?? null;
+    const exported = (name: string) => async () => (await org.page("resources_lots")).rows.some((r) => r.id === id("lot:1") && r.product_name === name);
+
+    await org.apply({ products: [product], lots: [{ id: id("lot:1"), code: "L-1", productId: product.id }] });
+    await waitFor("the lot exported", exported("Flour"));
+    expect((await run()).summary.failed).toEqual([]);
+    expect(await lotName()).toBe("Flour");
+
+    // Deleted: the lot keeps the id and shows an empty name (the delete moves the rewriteToken, 046).
+    await org.apply({ delete: { products: [product.id] } });
+    await waitFor("the empty name exported", exported(""));
+    expect((await run()).summary.failed).toEqual([]);
+    expect(await lotName()).toBeNull();
+
+    // Restored under the same id: the name is back without the lot's last_modified moving (110).
+    await org.apply({ products: [product] });
+    await waitFor("the name exported again", exported("Flour"));
+    expect((await run()).summary.failed).toEqual([]);
+    expect(await lotName()).toBe("Flour");
+  }, 120_000);
+
   it.each(["postgres", "sqlite"] as const)("%s: an edit, a new submission, a removed grid row reach the copy; a deleted resource goes at once (deletion feed)", async (kind) => {
     const { id, org, submission } = await hygieneOrg(stack.e2e);
     const db = await stack.target(kind);
