@@ -2,7 +2,8 @@
  * Per-dataset rewrite counters (migration 105): a dataset's rewriteToken moves when a relation or a
  * borrowed column its rows show changes in another record, and only that dataset's token moves.
  * Restored records (migration 110): a displayed record written again under a deleted id moves the
- * organization's tokens, as its deletion did.
+ * organization's tokens, as its deletion did. A deviation's standalone comment written without a
+ * last_modified move (migration 111) moves the deviations token.
  */
 import { randomUUID } from "node:crypto";
 import { createTestOrganization, testPool } from "../../../test/support/db";
@@ -83,6 +84,12 @@ describe("rewriteToken: relations and borrowed columns (migration 105)", () => {
     const formRename = await movedBy(org, update("UPDATE forms SET name = 'Hygiene audit' WHERE organization_id = $1 AND id = $2", form));
     expect(formRename).toContain("deviations");
     expect(formRename.filter((k) => k.startsWith("resources_"))).toEqual([]);
+
+    // The deviation's standalone comment, written without moving its last_modified (111); with a move, incremental syncs see it.
+    expect(await movedBy(org, update("UPDATE deviations SET comment = 'a note' WHERE organization_id = $1 AND code = 'DEV-1'"))).toEqual(["deviations"]);
+    expect(await movedBy(org, update("UPDATE deviations SET comment = NULL WHERE organization_id = $1 AND code = 'DEV-1'"))).toEqual(["deviations"]);
+    expect(await movedBy(org, update("UPDATE deviations SET comment = 'later', last_modified = clock_timestamp() WHERE organization_id = $1 AND code = 'DEV-1'"))).toEqual([]);
+    expect(await movedBy(org, update("UPDATE deviations SET severity = 'High' WHERE organization_id = $1 AND code = 'DEV-2'"))).toEqual([]);
 
     // The linked record deleted (its code shows empty from now on), then a record created with the id a deviation links to.
     expect(await movedBy(org, update("DELETE FROM submissions WHERE organization_id = $1 AND id = $2", linked))).toEqual(["deviations"]);
