@@ -9,9 +9,11 @@
  *   status          a status change of every submission: one comparison and up to two index probes
  *                   a row, and the deviations' counter moves;
  *   insert          as many new submissions: one probe a row (does a deviation link to the new id?).
- * Migration 110 on products (as many products; 10 000 deleted ids remembered, none of them written):
- *   product insert  as many new products: their join with the remembered deletions;
- *   product delete  every product deleted: each id remembered.
+ * Migration 110 on named records (as many products, and as many lots naming them):
+ *   product insert  as many new products: does a lot, recipe or link row name one of them (one
+ *                   semi-join per referencing column over the organization's rows)?
+ *   site insert     one new site, in the organization whose submissions (all of them, naming another
+ *                   site) it probes: the worst single-row case, a read of every submission.
  *
  * Environment (all optional):
  *   BENCH_DATABASE_URL          database to use as is (migrated here); default: a fresh database
@@ -27,11 +29,13 @@ import { provisionDatabase } from "./database";
 import { compareWithWithout, envInt as num, log, msSince } from "./helpers";
 
 interface Measured {
-  table: "submissions" | "products";
+  table: "submissions" | "products" | "sites";
   /** The triggers measured (disabled for the "without" rounds). */
   triggers: string[];
   /** `$1` the organization, `$2` the row count; the submissions' statements read the form from `$3`. */
   sql: string;
+  /** What one statement writes, for the log (`n`: the row count). */
+  writes?: (n: number) => string;
 }
 
 const SUBMISSION_TRIGGERS = ["submissions_deviation_rewrites_ins", "submissions_deviation_rewrites_upd", "submissions_deviation_rewrites_del"];
@@ -55,19 +59,20 @@ const MEASURED: Record<string, Measured> = {
   },
   "product insert": {
     table: "products",
-    triggers: ["products_restore_rewrites"],
+    triggers: ["products_named_rewrites"],
     sql: `INSERT INTO products (organization_id, id, name) SELECT $1, gen_random_uuid(), 'new product ' || g FROM generate_series(1, $2::int) g`,
   },
-  "product delete": {
-    table: "products",
-    triggers: ["products_deletions_remembered"],
-    sql: `DELETE FROM products WHERE organization_id = $1 AND $2::int > 0`,
+  "site insert": {
+    table: "sites",
+    triggers: ["sites_named_rewrites"],
+    sql: `INSERT INTO sites (organization_id, id, name, path, time_zone) SELECT $1, gen_random_uuid(), 'New site', 'New site', 'UTC' WHERE $2::int > 0`,
+    writes: (n) => `1 site beside ${n} submissions`,
   },
 };
 
 /** One bulk statement, rolled back; milliseconds. A VACUUM first removes what the previous round left. */
 async function timedStatement(pool: Pool, params: [string, number, string], measured: Measured, withTriggers: boolean): Promise<number> {
-  await pool.query(`VACUUM ${measured.table}, form_dataset_changes, dataset_rewrite_counters, displayed_record_deletions`);
+  await pool.query(`VACUUM ${measured.table}, form_dataset_changes, dataset_rewrite_counters, dataset_rewrites`);
   const client = await pool.connect();
   try {
     await client.query("BEGIN");
@@ -105,14 +110,14 @@ async function main(): Promise<void> {
       [org],
     );
     await pool.query("INSERT INTO products (organization_id, id, name) SELECT $1, gen_random_uuid(), 'product ' || g FROM generate_series(1, $2::int) g", [org, submissions]);
-    await pool.query(
-      "INSERT INTO displayed_record_deletions (organization_id, record_table, id) SELECT $1, 'products', gen_random_uuid() FROM generate_series(1, 10000)",
-      [org],
-    );
+    await pool.query("INSERT INTO lots (organization_id, id, code, product_id) SELECT organization_id, gen_random_uuid(), 'LOT-' || id, id FROM products WHERE organization_id = $1", [org]);
+    const site = randomUUID();
+    await pool.query("INSERT INTO sites (organization_id, id, name, path, time_zone) VALUES ($1, $2, 'Plant', 'Plant', 'UTC')", [org, site]);
+    await pool.query("UPDATE submissions SET site_id = $2 WHERE organization_id = $1", [org, site]);
     await pool.query("DELETE FROM form_dataset_changes WHERE organization_id = $1", [org]);
-    await pool.query("VACUUM ANALYZE submissions, deviations, products, displayed_record_deletions");
+    await pool.query("VACUUM ANALYZE submissions, deviations, products, lots, sites");
     for (const [name, measured] of Object.entries(MEASURED)) {
-      log(`${name}: ${submissions} ${measured.table} in one statement (rolled back), ${repeats} rounds, alternating`);
+      log(`${name}: ${measured.writes?.(submissions) ?? `${submissions} ${measured.table}`} in one statement (rolled back), ${repeats} rounds, alternating`);
       await compareWithWithout("rewrite triggers", repeats, (enabled) => timedStatement(pool, [org, submissions, formId], measured, enabled));
     }
   } finally {

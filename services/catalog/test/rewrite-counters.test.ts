@@ -1,11 +1,13 @@
 /**
  * Per-dataset rewrite counters (migration 105): a dataset's rewriteToken moves when a relation or a
  * borrowed column its rows show changes in another record, and only that dataset's token moves.
- * Restored records (migration 110): a displayed record written again under a deleted id moves the
- * organization's tokens, as its deletion did. A deviation's standalone comment written without a
+ * Named records (migration 110): a record inserted while rows already name its id (loaded out of
+ * order, restored after a delete) moves the organization's tokens, as its deletion did. A deviation's standalone comment written without a
  * last_modified move (migration 111) moves the deviations token.
  */
 import { randomUUID } from "node:crypto";
+import { RESOURCE_CORE_EXPRESSIONS, RESOURCE_TABLES, type ResourceKind } from "@exportsvc/datasets";
+import { DEVIATION_JOINS } from "../../../packages/datasets/src/sql/deviations";
 import { createTestOrganization, testPool } from "../../../test/support/db";
 import { collectListing, startCatalogHarness, type CatalogHarness } from "./support";
 
@@ -97,42 +99,63 @@ describe("rewriteToken: relations and borrowed columns (migration 105)", () => {
     expect(await movedBy(org, update("INSERT INTO submissions (organization_id, id, form_id, record_id) VALUES ($1, gen_random_uuid(), $2, 'AU-8')", form))).toEqual([]);
   });
 
-  it("a displayed record deleted and written again under its id moves every token again (migration 110); a new record moves none", async () => {
+  it("a named record inserted while rows already name its id moves every token (migration 110); one nothing names moves none", async () => {
     const org = await createTestOrganization(pool);
     const other = await createTestOrganization(pool);
-    const [product, supplier, lot] = [randomUUID(), randomUUID(), randomUUID()];
+    const [product, unnamed, sameTransaction, site, form] = [randomUUID(), randomUUID(), randomUUID(), randomUUID(), randomUUID()];
     const all = [...(await rewriteTokens(org)).keys()].sort();
     const otherBefore = await rewriteTokens(other);
-    const remembered = async () => (await pool.query("SELECT record_table, id::text FROM displayed_record_deletions WHERE organization_id = $1", [org])).rows;
+    const insertProduct = (id: string, upsert = false) => () =>
+      pool.query(`INSERT INTO products (organization_id, id, name) VALUES ($1, $2, 'Flour')${upsert ? " ON CONFLICT (organization_id, id) DO UPDATE SET name = excluded.name" : ""}`, [org, id]);
 
-    // First-time inserts (a lot naming its product, then the product) move nothing: the case 110 leaves to the full re-read.
-    expect(await movedBy(org, () => pool.query("INSERT INTO lots (organization_id, id, code, product_id) VALUES ($1, $2, 'L-1', $3)", [org, lot, product]))).toEqual([]);
-    expect(await movedBy(org, () => pool.query("INSERT INTO products (organization_id, id, name) VALUES ($1, $2, 'Flour')", [org, product]))).toEqual([]);
+    // A lot loaded before its product: its product_name was empty and is filled in.
+    await pool.query("INSERT INTO lots (organization_id, id, code, product_id) VALUES ($1, gen_random_uuid(), 'L-1', $2)", [org, product]);
+    expect(await movedBy(org, insertProduct(product))).toEqual(all);
+    // A product nothing names moves nothing.
+    expect(await movedBy(org, insertProduct(unnamed))).toEqual([]);
+    // Rows written by the same transaction as the record were never seen without its name.
+    expect(
+      await movedBy(org, async () => {
+        const client = await pool.connect();
+        try {
+          await client.query("BEGIN");
+          await client.query("INSERT INTO recipes (organization_id, id, name, output_product_id) VALUES ($1, gen_random_uuid(), 'Bread', $2)", [org, sameTransaction]);
+          await client.query("INSERT INTO products (organization_id, id, name) VALUES ($1, $2, 'Yeast')", [org, sameTransaction]);
+          await client.query("COMMIT");
+        } finally {
+          client.release();
+        }
+      }),
+    ).toEqual([]);
 
-    // Deleted (046 moves every token: the lot's product name went empty), remembered, then restored (110 moves them again).
+    // Deleted (046 moves every token: the lot's product name went empty), then restored under its id
+    // while the lot still names it, also by the upsert writers use; an upsert that updates moves nothing.
     expect(await movedBy(org, () => pool.query("DELETE FROM products WHERE organization_id = $1 AND id = $2", [org, product]))).toEqual(all);
-    expect(await remembered()).toEqual([{ record_table: "products", id: product }]);
-    expect(await movedBy(org, () => pool.query("INSERT INTO products (organization_id, id, name) VALUES ($1, $2, 'Flour')", [org, product]))).toEqual(all);
-    expect(await remembered()).toEqual([]);
-    // A second insert statement of a record not deleted since moves nothing.
-    expect(await movedBy(org, () => pool.query("INSERT INTO suppliers (organization_id, id, name) VALUES ($1, $2, 'Mill')", [org, supplier]))).toEqual([]);
+    expect(await movedBy(org, insertProduct(product, true))).toEqual(all);
+    expect(await movedBy(org, insertProduct(product, true))).toEqual([]);
 
-    // The upsert writers use (INSERT … ON CONFLICT) restores the same way; an update of a live record is 046's alone.
-    await pool.query("DELETE FROM suppliers WHERE organization_id = $1 AND id = $2", [org, supplier]);
-    const upsert = () =>
-      pool.query("INSERT INTO suppliers (organization_id, id, name) VALUES ($1, $2, 'Mill') ON CONFLICT (organization_id, id) DO UPDATE SET name = excluded.name", [org, supplier]);
-    expect(await movedBy(org, upsert)).toEqual(all);
-    expect(await movedBy(org, upsert)).toEqual([]);
+    // A site first named by a submission (a form dataset's site_name).
+    await pool.query("INSERT INTO forms (organization_id, id, name, record_prefix) VALUES ($1, $2, 'Audit', 'AU')", [org, form]);
+    await pool.query("INSERT INTO submissions (organization_id, id, form_id, record_id, site_id) VALUES ($1, gen_random_uuid(), $2, 'AU-1', $3)", [org, form, site]);
+    expect(
+      await movedBy(org, () => pool.query("INSERT INTO sites (organization_id, id, name, path, time_zone) VALUES ($1, $2, 'Plant', 'Plant', 'UTC')", [org, site])),
+    ).toEqual(all);
     expect(moved(otherBefore, await rewriteTokens(other))).toEqual([]);
+  });
 
-    // The records an organization's deletion cascades to are not remembered (its earlier deletions
-    // are swept with its other tables by exportctl org delete).
-    await pool.query("DELETE FROM products WHERE organization_id = $1", [org]);
-    expect(await remembered()).toEqual([{ record_table: "products", id: product }]);
-    await pool.query("DELETE FROM organizations WHERE id = $1", [org]);
-    expect((await pool.query("SELECT 1 FROM suppliers WHERE organization_id = $1", [org])).rowCount).toBe(0);
-    expect(await remembered()).toEqual([{ record_table: "products", id: product }]);
-    await pool.query("DELETE FROM displayed_record_deletions WHERE organization_id = $1", [org]);
+  it("the references migration 110 probes are exactly those the export looks names up by", async () => {
+    // Installed: each trigger's arguments are "<table>.<column>" of the rows naming its table.
+    const installed = (
+      await pool.query<{ target: string; args: string }>(
+        `SELECT c.relname AS target, encode(g.tgargs, 'escape') AS args FROM pg_trigger g JOIN pg_class c ON c.oid = g.tgrelid
+          WHERE g.tgfoid = 'bump_dataset_rewrites_when_named'::regproc AND NOT g.tgisinternal`,
+      )
+    ).rows.flatMap((r) => r.args.split("\\000").filter(Boolean).map((ref) => `${r.target} <- ${ref}`));
+    // The tables whose renames and deletes 046 counts: the records displayed by name.
+    const named = new Set(
+      (await pool.query<{ t: string }>("SELECT DISTINCT c.relname AS t FROM pg_trigger g JOIN pg_class c ON c.oid = g.tgrelid WHERE g.tgfoid = 'bump_dataset_rewrites'::regproc")).rows.map((r) => r.t),
+    );
+    expect(sorted(installed)).toEqual(sorted(exportedNameReferences().filter((ref) => named.has(ref.split(" <- ")[0]))));
   });
 
   it("moves only its own organization's tokens", async () => {
@@ -143,3 +166,26 @@ describe("rewriteToken: relations and borrowed columns (migration 105)", () => {
     expect(moved(before, await rewriteTokens(other))).toEqual([]);
   });
 });
+
+const sorted = (xs: string[]) => [...xs].sort();
+
+/**
+ * "<named table> <- <table>.<column>" for every look-up of a name by id in the export's SQL: the
+ * resource datasets' single look-ups (`x.id = r.<column>`) and lists through link tables
+ * (`x.id = j.<column>`), the deviations' joins (`r.` is the deviation, `sub.` its submission), and
+ * a form dataset's site (render-sql.ts joins sites on the submission's site_id).
+ */
+function exportedNameReferences(): string[] {
+  const refs = new Set<string>(["sites <- submissions.site_id"]);
+  for (const kind of Object.keys(RESOURCE_CORE_EXPRESSIONS) as ResourceKind[]) {
+    for (const sql of Object.values(RESOURCE_CORE_EXPRESSIONS[kind])) {
+      for (const m of sql.matchAll(/FROM (\w+) x WHERE x\.organization_id = r\.organization_id AND x\.id = r\.(\w+)/g)) refs.add(`${m[1]} <- ${RESOURCE_TABLES[kind]}.${m[2]}`);
+      for (const m of sql.matchAll(/FROM (\w+) j JOIN (\w+) x ON x\.organization_id = j\.organization_id AND x\.id = j\.(\w+)/g)) refs.add(`${m[2]} <- ${m[1]}.${m[3]}`);
+    }
+  }
+  const rowTables: Record<string, string> = { r: "deviations", sub: "submissions", linked: "submissions" };
+  for (const m of DEVIATION_JOINS.matchAll(/FROM (\w+) x WHERE x\.organization_id = r\.organization_id AND x\.id = (\w+)\.(\w+)/g)) {
+    refs.add(`${m[1]} <- ${rowTables[m[2]] ?? m[2]}.${m[3]}`);
+  }
+  return [...refs];
+}

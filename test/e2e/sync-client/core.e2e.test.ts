@@ -68,7 +68,7 @@ describe("sync client: core loader rules", () => {
     expect(suppliers.examples).toEqual([`changed id=${changed} (name)`, "extra id=00000000-0000-4000-8000-00000000e7a1", `missing id=${removed}`]);
   }, 180_000);
 
-  it.each(["postgres", "sqlite"] as const)("%s: a product deleted and restored under its id: the lot naming it shows the name again after the next sync", async (kind) => {
+  it.each(["postgres", "sqlite"] as const)("%s: a product deleted and restored under its id, or loaded after a lot naming it: the lot shows its name after the next sync", async (kind) => {
     const { id, org } = await hygieneOrg(stack.e2e);
     const db = await stack.target(kind);
     const run = () => syncOnce(stack.e2e.baseUrl, org.secret, db.url);
@@ -92,6 +92,18 @@ describe("sync client: core loader rules", () => {
     await waitFor("the name exported again", exported("Flour"));
     expect((await run()).summary.failed).toEqual([]);
     expect(await lotName()).toBe("Flour");
+
+    // A lot loaded before its product by a writer that does not check references (exportctl apply
+    // refuses them), synced with the empty name, then the product.
+    await stack.e2e.pool.query("INSERT INTO lots (organization_id, id, code, product_id) VALUES ($1, $2, 'L-2', $3)", [org.organizationId, id("lot:2"), id("prod:salt")]);
+    await waitFor("the second lot exported", async () => (await org.page("resources_lots")).rows.some((r) => r.id === id("lot:2")));
+    expect((await run()).summary.failed).toEqual([]);
+    const secondLotName = async () => (await copyRows(db, "resources_lots", ["id", "product_name"])).find((r) => r.id === id("lot:2"))?.product_name ?? null;
+    expect(await secondLotName()).toBeNull();
+    await org.apply({ products: [{ id: id("prod:salt"), name: "Salt" }] });
+    await waitFor("the second lot's product name exported", async () => (await org.page("resources_lots")).rows.some((r) => r.id === id("lot:2") && r.product_name === "Salt"));
+    expect((await run()).summary.failed).toEqual([]);
+    expect(await secondLotName()).toBe("Salt");
   }, 120_000);
 
   it.each(["postgres", "sqlite"] as const)("%s: an edit, a new submission, a removed grid row reach the copy; a deleted resource goes at once (deletion feed)", async (kind) => {
