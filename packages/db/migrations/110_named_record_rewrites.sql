@@ -16,6 +16,15 @@
 -- submissions once (47 ms beside 200 000; npm run bench:rewrites). Rows written by the inserting transaction itself are
 -- not counted: consumers see them, and the record, only once it has committed. Coarse like 046: the
 -- whole organization's tokens move.
+-- The one statement that bumps the organization counter for a set of organizations (046 wrote it
+-- inline; later triggers call this). Deduplicated first: see 020 for why DISTINCT must not see
+-- clock_timestamp().
+CREATE FUNCTION bump_organization_rewrites(organizations uuid[]) RETURNS void LANGUAGE sql AS $$
+  INSERT INTO dataset_rewrites (organization_id, version, changed_at)
+    SELECT o.organization_id, 1, clock_timestamp() FROM (SELECT DISTINCT u AS organization_id FROM unnest(organizations) u) o
+    ON CONFLICT (organization_id) DO UPDATE SET version = dataset_rewrites.version + 1, changed_at = excluded.changed_at
+$$;
+
 CREATE FUNCTION bump_dataset_rewrites_when_named() RETURNS trigger LANGUAGE plpgsql AS $$
 DECLARE
   ref text;
@@ -31,9 +40,7 @@ BEGIN
       INTO found USING named;
     named := named || coalesce(found, '{}');
   END LOOP;
-  INSERT INTO dataset_rewrites (organization_id, version, changed_at)
-    SELECT o.organization_id, 1, clock_timestamp() FROM (SELECT DISTINCT u AS organization_id FROM unnest(named) u) o
-    ON CONFLICT (organization_id) DO UPDATE SET version = dataset_rewrites.version + 1, changed_at = excluded.changed_at;
+  PERFORM bump_organization_rewrites(named);
   RETURN NULL;
 END $$;
 
