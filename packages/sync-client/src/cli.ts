@@ -249,6 +249,7 @@ export function buildProgram(): Command {
 
 /** One dataset's verify result for a terminal: a line, and the differences it found indented below. */
 function describeVerifyResult(r: VerifyResult): string {
+  if (r.problem) return `DIFF ${r.dataset}: ${r.problem}\n`;
   const line = `${r.ok ? "ok  " : "DIFF"} ${r.dataset}: source ${r.source.rows} rows, copy ${r.copy ? `${r.copy.rows} rows` : "no table"}`;
   if (r.ok || !r.copy) return `${line}\n`;
   const counts = [

@@ -17,6 +17,7 @@ import { readCsvPage, splitCsvPage, type Cell } from "./csv";
 import { builtinExtensions } from "./feeds";
 import type { SyncExtension } from "./hooks";
 import { newDatasetState, type DatasetState, type SyncState } from "./state";
+import { notListedMessage } from "./dataset-keys";
 import type { TablePlan, Target } from "./targets/target";
 
 export interface SyncOptions {
@@ -113,6 +114,13 @@ export class SyncEngine {
     this.listed = new Map(listing.datasets.map((e) => [e.key, e]));
     let entries = listing.datasets.filter((e) => wanted(e.key));
     await this.retireMissing(state, listing.datasets, summary);
+    for (const key of this.opts.only ?? []) {
+      // A key asked for that is neither listed nor a dataset this copy ever held (those are retired above).
+      if (this.listed.has(key) || state.datasets.has(key)) continue;
+      const message = notListedMessage(key, this.listed.keys());
+      summary.failed.push({ dataset: key, message, errorCode: "DATASET_NOT_LISTED" });
+      this.emit({ event: "dataset-error", dataset: key, message, errorCode: "DATASET_NOT_LISTED" });
+    }
 
     const done = new Set<string>();
     let notFound = await this.syncAll(state, entries, summary, done);

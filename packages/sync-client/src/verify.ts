@@ -3,6 +3,7 @@ import type { ExportApiClient } from "./api/client";
 import { StreamAbortedError } from "./api/errors";
 import { CURSOR_COLUMN, type ListingEntry } from "./api/types";
 import { readCsvPage, type Cell } from "./csv";
+import { notListedMessage } from "./dataset-keys";
 import { planTable } from "./engine";
 import type { ContentDifferences, Target } from "./targets/target";
 
@@ -21,6 +22,8 @@ export interface VerifyResult {
   missingColumns: string[];
   /** A few of the differences, e.g. `changed id=… (city, last_modified)`. */
   examples: string[];
+  /** Why the dataset could not be compared at all (a `--datasets` key the listing does not have). */
+  problem?: string;
 }
 
 /** A full export of one dataset: the header of its first page, then every row of every page (the spec's loop). */
@@ -64,6 +67,25 @@ export async function verify(client: ExportApiClient, target: Target, opts: { on
   if (listing.notModified) throw new Error("unexpected 304 without If-None-Match");
   const state = await target.loadState();
   const results: VerifyResult[] = [];
+  const listed = new Set(listing.datasets.map((e) => e.key));
+  for (const key of opts.only ?? []) {
+    if (listed.has(key)) continue;
+    const result: VerifyResult = {
+      dataset: key,
+      ok: false,
+      source: { rows: 0 },
+      copy: null,
+      missing: 0,
+      extra: 0,
+      changed: 0,
+      duplicated: 0,
+      missingColumns: [],
+      examples: [],
+      problem: notListedMessage(key, listed),
+    };
+    results.push(result);
+    opts.onResult?.(result);
+  }
   for (const entry of listing.datasets) {
     if (opts.only && !opts.only.includes(entry.key)) continue;
     const synced = state.datasets.get(entry.key);

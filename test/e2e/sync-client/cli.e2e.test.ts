@@ -88,6 +88,27 @@ describe("dataset-sync CLI", () => {
     expect((await copyRows(db, "resources_suppliers", ["id"])).length).toBe(602);
   }, 120_000);
 
+  it("a --datasets key the listing does not have fails the run, naming the nearest key, for sync and verify", async () => {
+    const { org } = await hygieneOrg(e2e);
+    const db = await newSqliteTarget();
+    targets.push(db);
+    const env = { EXPORT_BASE_URL: e2e.baseUrl, EXPORT_API_KEY: org.secret, SYNC_TARGET: db.url };
+    const sync = cli(["sync", "--datasets", "resources_supplier,resources_customers", "--json"], env);
+    expect((await sync.exit).code).toBe(1);
+    const summary = jsonLines(sync.stdout).find((e) => e.event === "summary")!;
+    expect(summary.synced).toEqual(["resources_customers"]);
+    expect(summary.failed).toEqual([
+      { dataset: "resources_supplier", message: "not in the listing (did you mean resources_suppliers?)", errorCode: "DATASET_NOT_LISTED" },
+    ]);
+    const verify = cli(["verify", "--datasets", "resources_supplier,resources_customers", "--json"], env);
+    expect((await verify.exit).code).toBe(1);
+    const results = jsonLines(verify.stdout).filter((e) => e.event === "verify");
+    expect(results.map((r) => [r.dataset, r.ok, r.problem])).toEqual([
+      ["resources_supplier", false, "not in the listing (did you mean resources_suppliers?)"],
+      ["resources_customers", true, undefined],
+    ]);
+  }, 120_000);
+
   it("watch syncs what moved each interval and stops on SIGTERM after committing; verify then finds a tampered copy", async () => {
     const { org, id } = await hygieneOrg(e2e);
     const db = await newPostgresTarget();
