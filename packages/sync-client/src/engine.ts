@@ -14,10 +14,10 @@ import { ApiError, RetriesExhaustedError, StreamAbortedError, isApiError } from 
 import { backoffDelay } from "./api/retry";
 import { CURSOR_COLUMN, isGridDataset, type ListingEntry } from "./api/types";
 import { readCsvPage, splitCsvPage, type Cell } from "./csv";
+import { notListedMessage } from "./dataset-keys";
 import { builtinExtensions } from "./feeds";
 import type { SyncExtension } from "./hooks";
 import { newDatasetState, type DatasetState, type SyncState } from "./state";
-import { notListedMessage } from "./dataset-keys";
 import type { TablePlan, Target } from "./targets/target";
 
 export interface SyncOptions {

@@ -217,7 +217,11 @@ export class SqliteTarget implements Target {
       }
       this.db.exec(`CREATE INDEX temp.${q(`${FRESH}$key`)} ON ${fresh} (${keys.join(", ")})`);
       const count = (sql: string) => (this.db.prepare(sql).get() as { n: number }).n;
-      const distinctFresh = `(SELECT ${keys.join(", ")}, count(*) AS n, min(rowid) AS first FROM ${fresh} GROUP BY ${keys.join(", ")})`;
+      // Each exported key once (its first row, and how many times the export returned it), grouped once.
+      const distinctFresh = q(FRESH_KEYS);
+      this.db.exec(
+        `CREATE TEMP TABLE ${distinctFresh} AS SELECT ${keys.join(", ")}, count(*) AS n, min(rowid) AS first FROM ${fresh} GROUP BY ${keys.join(", ")}`,
+      );
       const copy = q(plan.table);
       const result: ContentDifferences = {
         sourceRows: count(`SELECT count(*) AS n FROM ${fresh}`),
@@ -283,8 +287,9 @@ function usedColumns(plan: TablePlan, header: string[]): Array<{ key: string; i:
   return header.map((key, i) => ({ key, i, type: plan.columns[key] })).filter((c) => c.type !== undefined);
 }
 
-/** compareContent's temporary table: the export's rows as the copy's table types them. */
+/** compareContent's temporary tables: the export's rows as the copy's table types them, and its keys. */
 const FRESH = "sync$fresh";
+const FRESH_KEYS = "sync$fresh_keys";
 /** Differences compareContent names. */
 const EXAMPLES = 5;
 
