@@ -193,10 +193,14 @@ async function materializedTable(pool: Pool, orgId: string, formId: string): Pro
  * VACUUM ANALYZE of the source table and the form's materialized table before a scenario is timed:
  * an import leaves a million dead submissions and a build a million new rows, and autovacuum would
  * otherwise work on them during the timed rounds (one run's raw loop fell from 288k to 158k rows/s).
+ * Then a CHECKPOINT: the import's and the vacuum's dirty pages are written now, not by the
+ * checkpointer spread over the timed rounds (an imported scenario's HTTP export fell to 0.50-0.55×
+ * in some runs and not in others). It needs a superuser or pg_checkpoint; without, it is skipped.
  * The change log is left as each scenario set it: its dead or pending rows are what is measured.
  */
 async function settleTables(pool: Pool, orgId: string, formId: string): Promise<void> {
   await pool.query(`VACUUM ANALYZE submissions, ${await materializedTable(pool, orgId, formId)}`);
+  await pool.query("CHECKPOINT").catch(() => undefined);
 }
 
 /** Until every materialized row is below the page horizon (the maintenance loop raises a held floor within a poll). */

@@ -3,7 +3,7 @@ import type { Readable } from "node:stream";
 import { createGunzip } from "node:zlib";
 import type { Pool } from "pg";
 import { to as copyTo } from "pg-copy-streams";
-import { buildPageQuery, CursorCodec, PAGE_SESSION_SETTINGS_SQL, PG_EPOCH_OFFSET_MICROS, type CursorPosition, type PageDataset } from "@exportsvc/datasets";
+import { buildPageQuery, COUNT_SITES_SQL, CursorCodec, PAGE_SESSION_SETTINGS_SQL, PG_EPOCH_OFFSET_MICROS, siteNameLookup, type CursorPosition, type PageDataset } from "@exportsvc/datasets";
 import { commandCompleted } from "@exportsvc/db";
 import { ExportService } from "@exportsvc/proto";
 import { asBuffer, createClient, fromServiceError } from "@exportsvc/rpc";
@@ -51,8 +51,11 @@ export async function measureRawCopy(
   limit: number,
   positionOf: (cursor: string) => CursorPosition,
   /** The page's SELECT (default: the CSV page query of `dataset`); e.g. buildDeletionsQuery for the deletion feed. */
-  pageQuery: (after: CursorPosition | undefined) => string = (after) => buildPageQuery(dataset, { organizationId, limit, after }, codec),
+  pageQuery?: (after: CursorPosition | undefined) => string,
 ): Promise<Measurement> {
+  // Site names read as the export service reads them for this organization (siteNameLookup).
+  const siteNames = dataset.kind === "submission" ? siteNameLookup((await pool.query<{ sites: number }>(COUNT_SITES_SQL.text, [organizationId])).rows[0].sites, limit) : undefined;
+  pageQuery ??= (after) => buildPageQuery(dataset, { organizationId, limit, after, siteNames }, codec);
   const client = await pool.connect();
   await client.query(PAGE_SESSION_SETTINGS_SQL); // as the export service's sessions
   const started = process.hrtime.bigint();

@@ -1,7 +1,7 @@
 import { randomUUID } from "node:crypto";
 import { createTestOrganization, testPool } from "../../../test/support/db";
 import { CursorCodec, CursorKeyring } from "../src/cursor";
-import { buildPageQuery, type PageDataset } from "../src/sql/page-query";
+import { buildPageQuery, type PageDataset, type SiteNameLookup } from "../src/sql/page-query";
 import { dateAttribute, numberAttribute } from "../src/sql/attributes";
 
 const codec = new CursorCodec({ keyring: CursorKeyring.parse("1:0123456789abcdef") });
@@ -37,6 +37,60 @@ describe("page query in PostgreSQL", () => {
       expect(rows.every((r) => r.n === null && r.d === null && r.t === null)).toBe(true);
     } finally {
       client.release(true);
+      await pool.end();
+    }
+  });
+});
+
+describe("site names of a submission page in PostgreSQL", () => {
+  it("the join and the map give the same text: live names, a deleted or never-stored site empty, no other organization's site", async () => {
+    const pool = testPool();
+    const schema = `page_sites_${randomUUID().replace(/-/g, "")}`;
+    try {
+      const [org, other] = [await createTestOrganization(pool), await createTestOrganization(pool)];
+      const [plant, renamed, deleted, foreign] = [randomUUID(), randomUUID(), randomUUID(), randomUUID()];
+      const site = (o: string, id: string, name: string, path: string) =>
+        pool.query("INSERT INTO sites (organization_id, id, name, path) VALUES ($1, $2, $3, $4)", [o, id, name, path]);
+      await site(org, plant, 'Plant "North", line 1\nsecond line ✓', "Region / Plant");
+      await site(org, renamed, "Old name", "Old path");
+      await site(org, deleted, "Gone", "Gone");
+      // The same id in another organization must never name this organization's rows.
+      await site(other, foreign, "Other organization's site", "Other");
+      await site(other, plant, "Other organization's plant", "Other");
+      await pool.query(`CREATE SCHEMA ${schema}`);
+      await pool.query(`CREATE TABLE ${schema}.t (organization_id uuid NOT NULL, id uuid NOT NULL, last_modified timestamptz NOT NULL, c3 text)`);
+      // The site id column holds the uuid's canonical text (render-sql.ts renders it from submissions.site_id).
+      const sites = [plant, renamed, deleted, foreign, "", null];
+      await pool.query(
+        `INSERT INTO ${schema}.t SELECT $1, gen_random_uuid(), now() - (i || ' seconds')::interval, s FROM unnest($2::text[]) WITH ORDINALITY AS u(s, i)`,
+        [org, sites],
+      );
+      await pool.query("UPDATE sites SET name = 'New name', path = 'New path' WHERE organization_id = $1 AND id = $2", [org, renamed]);
+      await pool.query("DELETE FROM sites WHERE organization_id = $1 AND id = $2", [org, deleted]);
+
+      const dataset: PageDataset = {
+        key: "inspection",
+        kind: "submission",
+        sourceRef: randomUUID(),
+        tableName: `${schema}.t`,
+        columns: [
+          { key: "id", dataType: "uuid", source: { kind: "table", column: "id" } },
+          { key: "site_id", dataType: "uuid", source: { kind: "table", column: "c3" } },
+          { key: "site_name", dataType: "text", source: { kind: "table", column: "c4" } },
+          { key: "site_path", dataType: "text", source: { kind: "table", column: "c5" } },
+        ],
+      };
+      const page = async (siteNames: SiteNameLookup) =>
+        (await pool.query(buildPageQuery(dataset, { organizationId: org, limit: 100, siteNames }, codec))).rows.map((r) => [r.site_id, r.site_name, r.site_path]);
+      const map = await page("map");
+      expect(map).toEqual(await page("join"));
+      const named = new Map(map.map(([id, name, path]) => [id, [name, path]]));
+      expect(named.get(plant)).toEqual(['Plant "North", line 1\nsecond line ✓', "Region / Plant"]);
+      expect(named.get(renamed)).toEqual(["New name", "New path"]);
+      for (const unnamed of [deleted, foreign, ""]) expect(named.get(unnamed)).toEqual([null, null]);
+      expect(map).toHaveLength(sites.length);
+    } finally {
+      await pool.query(`DROP SCHEMA IF EXISTS ${schema} CASCADE`);
       await pool.end();
     }
   });

@@ -1,6 +1,6 @@
 import { randomUUID } from "node:crypto";
 import { CURRENT_CURSOR_VERSION, CursorCodec, CursorKeyring, datasetMacKey } from "../src/cursor";
-import { buildPageQuery, type PageDataset } from "../src/sql/page-query";
+import { buildPageQuery, siteNameLookup, SITE_MAP_ROWS_PER_SITE, type PageDataset } from "../src/sql/page-query";
 import { rowShape } from "../src/registry";
 import { InvalidLiteralError, tableIdentifier, timestamptzLiteral, uuidLiteral } from "../src/sql/literals";
 import { attributeExpression } from "../src/sql/attributes";
@@ -25,6 +25,19 @@ const grid: PageDataset = {
     { key: "id", dataType: "uuid", source: { kind: "table", column: "id" } },
     { key: "row_index", dataType: "number", source: { kind: "table", column: "row_index" } },
     { key: "ok", dataType: "boolean", source: { kind: "table", column: "ok" } },
+  ],
+};
+
+const submissions: PageDataset = {
+  key: "inspection",
+  kind: "submission",
+  sourceRef: "form",
+  tableName: "form_ds.t_456",
+  columns: [
+    { key: "id", dataType: "uuid", source: { kind: "table", column: "id" } },
+    { key: "site_id", dataType: "uuid", source: { kind: "table", column: "c3" } },
+    { key: "site_name", dataType: "text", source: { kind: "table", column: "c4" } },
+    { key: "site_path", dataType: "text", source: { kind: "table", column: "c5" } },
   ],
 };
 
@@ -87,5 +100,29 @@ describe("buildPageQuery", () => {
   it("rejects a column without a known source", () => {
     const broken = { ...suppliers, columns: [{ key: "x", dataType: "text" as const, source: { kind: "core" as const, name: "nope" } }] };
     expect(() => buildPageQuery(broken, { organizationId: org, limit: 1 }, codec)).toThrow(/no source/);
+  });
+});
+
+describe("site names of a submission page", () => {
+  it("the map only once the page may hold SITE_MAP_ROWS_PER_SITE rows per site; the join while the count is unknown", () => {
+    expect(siteNameLookup(undefined, 5000)).toBe("join");
+    expect(siteNameLookup(0, 1)).toBe("map");
+    expect(siteNameLookup(5000 / SITE_MAP_ROWS_PER_SITE, 5000)).toBe("map");
+    expect(siteNameLookup(5000 / SITE_MAP_ROWS_PER_SITE + 1, 5000)).toBe("join");
+    expect(siteNameLookup(1, SITE_MAP_ROWS_PER_SITE - 1)).toBe("join");
+  });
+
+  it("join: one memoizable probe of the organization's sites per row; map: one jsonb map per column, no join", () => {
+    const join = buildPageQuery(submissions, { organizationId: org, limit: 10 }, codec);
+    expect(join).toContain(`LEFT JOIN sites live_site ON live_site.organization_id = '${org}'::uuid AND live_site.id = NULLIF(r."c3", '')::uuid`);
+    expect(join).toContain('live_site.name AS "site_name"');
+    expect(buildPageQuery(submissions, { organizationId: org, limit: 10, siteNames: "join" }, codec)).toBe(join);
+
+    const map = buildPageQuery(submissions, { organizationId: org, limit: 10, siteNames: "map" }, codec);
+    expect(map).not.toContain("JOIN");
+    expect(map).toContain(`(SELECT jsonb_object_agg(s.id::text, s.name) FROM sites s WHERE s.organization_id = '${org}'::uuid) ->> r."c3" AS "site_name"`);
+    expect(map).toContain(`(SELECT jsonb_object_agg(s.id::text, s.path) FROM sites s WHERE s.organization_id = '${org}'::uuid) ->> r."c3" AS "site_path"`);
+    // Datasets without the envelope's site are not affected.
+    expect(buildPageQuery(grid, { organizationId: org, limit: 10, siteNames: "map" }, codec)).toBe(buildPageQuery(grid, { organizationId: org, limit: 10 }, codec));
   });
 });

@@ -6,6 +6,12 @@ import { createClient, serve, startGrpcService } from "@exportsvc/rpc";
 import { connectionsPerOrganization, type ExportConfig } from "./config";
 import { exportCsvHandler, type ExportDependencies } from "./handlers/export-csv";
 import { exportDeletionsHandler } from "./handlers/export-deletions";
+import { SiteCounts } from "./site-counts";
+import { FormIdHints } from "./visibility";
+
+/** A site count is read again after a minute: it only chooses between two equal renderings (site-counts.ts). */
+const SITE_COUNT_TTL_MS = 60_000;
+const SITE_COUNT_MAX_ORGANIZATIONS = 10_000;
 
 export interface RunningExportService {
   port: number;
@@ -57,6 +63,8 @@ export async function start(config: ExportConfig, options: StartOptions = {}): P
         stallTimeoutMs: config.STREAM_STALL_TIMEOUT_MS,
         metrics,
         readReplica: readPool ? { pool: readPool, maxWaitMs: config.READ_REPLICA_MAX_WAIT_MS } : undefined,
+        formIdHints: new FormIdHints(),
+        siteCounts: new SiteCounts(pool, { ttlMs: SITE_COUNT_TTL_MS, maxOrganizations: SITE_COUNT_MAX_ORGANIZATIONS, logger: log }),
       };
       return [serve(ExportService, { exportCsv: exportCsvHandler(deps), exportDeletions: exportDeletionsHandler(deps) })];
     },

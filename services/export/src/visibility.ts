@@ -1,6 +1,6 @@
 import type { Pool } from "pg";
 import type { Logger, ServiceMetrics } from "@exportsvc/common";
-import { formIdOfDataset, holderLagSeconds, pageHorizon, ReplicaBehindError, type PageDataset, type PageHorizon } from "@exportsvc/datasets";
+import { holderLagSeconds, pageHorizon, ReplicaBehindError, type PageHorizon } from "@exportsvc/datasets";
 
 /**
  * The visibility horizon of one export page (packages/datasets/src/visibility.ts owns the rule, which
@@ -22,13 +22,14 @@ export interface PageVisibility {
   source: Pool;
 }
 
-export async function visibilityHorizon(
-  pool: Pool,
-  organizationId: string,
-  dataset: PageDataset,
-  opts: { metrics?: ServiceMetrics; readReplica?: ReadReplicaPool; logger?: Logger } = {},
-): Promise<PageVisibility> {
-  const formId = formIdOfDataset(dataset);
+export interface HorizonOptions {
+  metrics?: ServiceMetrics;
+  readReplica?: ReadReplicaPool;
+  logger?: Logger;
+}
+
+/** The horizon of a page of a dataset of form `formId` (formIdOfDataset; null: not a form dataset). */
+export async function visibilityHorizon(pool: Pool, organizationId: string, formId: string | null, opts: HorizonOptions = {}): Promise<PageVisibility> {
   let horizon: PageHorizon;
   let source = pool;
   if (opts.readReplica) {
@@ -47,4 +48,54 @@ export async function visibilityHorizon(
   }
   opts.metrics?.observeVisibilityHorizonLag(holderLagSeconds(horizon));
   return { visibleBeforeMicros: horizon.visibleBeforeMicros, source };
+}
+
+/**
+ * The form each (organization, dataset key) named on its last page (null: not a form dataset), so
+ * that the next page can start its horizon statement while its registry entry is still being read.
+ * The oldest entry is forgotten first beyond `max`.
+ */
+export class FormIdHints {
+  private readonly hints = new Map<string, string | null>();
+  constructor(private readonly max = 10_000) {}
+
+  get(organizationId: string, datasetKey: string): string | null | undefined {
+    return this.hints.get(hintKey(organizationId, datasetKey));
+  }
+
+  set(organizationId: string, datasetKey: string, formId: string | null): void {
+    const key = hintKey(organizationId, datasetKey);
+    if (this.hints.get(key) === formId) return;
+    this.hints.delete(key);
+    this.hints.set(key, formId);
+    for (const oldest of this.hints.keys()) {
+      if (this.hints.size <= this.max) break;
+      this.hints.delete(oldest);
+    }
+  }
+}
+
+const hintKey = (organizationId: string, datasetKey: string) => `${organizationId}\u0000${datasetKey}`;
+
+/**
+ * Starts a page's horizon before its registry entry is read when `hints` know the key's form, and
+ * returns the function that gives the horizon once the registry has named the form: the early one
+ * when the forms agree, else one computed then. A horizon may be taken at any moment before the
+ * page's COPY, whose snapshot is later (docs/export.md, "Visibility horizon"), so the early start
+ * only saves the page a round trip. An early horizon nobody asks for (an unknown key, a failed
+ * registry read, another form) is dropped without an unhandled rejection.
+ */
+export function startHorizon(
+  compute: (formId: string | null) => Promise<PageVisibility>,
+  hints: FormIdHints | undefined,
+  organizationId: string,
+  datasetKey: string,
+): (formId: string | null) => Promise<PageVisibility> {
+  const hinted = hints?.get(organizationId, datasetKey);
+  const early = hinted === undefined ? undefined : compute(hinted);
+  early?.catch(() => undefined);
+  return (formId) => {
+    hints?.set(organizationId, datasetKey, formId);
+    return early !== undefined && hinted === formId ? early : compute(formId);
+  };
 }

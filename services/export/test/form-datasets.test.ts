@@ -1,4 +1,5 @@
 import type { Pool } from "pg";
+import { createLogger } from "@exportsvc/common";
 import { CursorCodec, CursorKeyring } from "@exportsvc/datasets";
 import { buildDataset } from "@exportsvc/form-datasets";
 import { createTestOrganization, testPool } from "../../../test/support/db";
@@ -78,6 +79,31 @@ it("exports the submission dataset's materialized text unchanged, with envelope 
   expect(p.rows.find((r) => r.id === submissions[0])).toMatchObject({ operator: 'Anna, "B"', site_name: "Plant", completed_at: "2024-05-01 10:00:00+00", last_modified: "2024-06-01 00:00:00.123456+00" });
   expect(p.rows.find((r) => r.id === submissions[0])!.completed_at_local).toBe("2024-05-01 12:00:00");
   expect(p.raw.split("\n").find((l) => l.startsWith(submissions[1]))).toContain(',"",');
+});
+
+it("reads site names from the organization's site map once its site count is known: the same bytes as with the join", async () => {
+  const lines: Array<Record<string, unknown>> = [];
+  const logged = await startExport({}, undefined, undefined, createLogger("export", "info", { write: (line: string) => void lines.push(JSON.parse(line)) }));
+  const lookupOfLastPage = () => lines.filter((l) => l.msg === "export page").at(-1)?.siteNames;
+  try {
+    const [submissionKey] = datasets;
+    const request = { organizationId: org, datasetKey: submissionKey };
+    const first = await exportPage(logged.client, request);
+    expect(lookupOfLastPage()).toBe("join"); // the count is read in the background, never waited for
+    let later = await exportPage(logged.client, request);
+    for (let i = 0; lookupOfLastPage() !== "map" && i < 100; i++) {
+      await new Promise((resolve) => setTimeout(resolve, 20));
+      later = await exportPage(logged.client, request);
+    }
+    expect(lookupOfLastPage()).toBe("map");
+    expect(later.rows.find((r) => r.id === submissions[0])).toMatchObject({ site_name: "Plant" });
+    expect(later.raw).toBe(first.raw);
+    // One site, but a page of one row: the join costs less than building the map.
+    await exportPage(logged.client, { ...request, limit: 1 });
+    expect(lookupOfLastPage()).toBe("join");
+  } finally {
+    await logged.stop();
+  }
 });
 
 it("pages the grid dataset with limit 1 without cutting a submission's rows; booleans t/f, numbers plain", async () => {

@@ -9,7 +9,7 @@ import { randomUUID } from "node:crypto";
 import { Client, type Pool } from "pg";
 import { ServiceMetrics } from "@exportsvc/common";
 import { hotStandbyAvailable, startHotStandby, type HotStandby } from "../../../test/support/hot-standby";
-import { buildPageQuery, CursorCodec, CursorKeyring, pageHorizon, ReplicaBehindError, type CursorPosition, type PageDataset } from "@exportsvc/datasets";
+import { buildPageQuery, CursorCodec, CursorKeyring, formIdOfDataset, pageHorizon, ReplicaBehindError, type CursorPosition, type PageDataset } from "@exportsvc/datasets";
 import { visibilityHorizon } from "../src/visibility";
 
 const codec = new CursorCodec({ keyring: CursorKeyring.parse("1:0123456789abcdef") });
@@ -101,7 +101,7 @@ const SUPPLIERS: PageDataset = {
       await expect(pageHorizon(primary, org, null, { replica: standby, maxWaitMs: 300 })).rejects.toBeInstanceOf(ReplicaBehindError);
       // The export service then reads that page from the primary instead (DATABASE_READ_URL fallback).
       const metrics = new ServiceMetrics({ defaultMetrics: false });
-      const fallback = await visibilityHorizon(primary, org, SUPPLIERS, { readReplica: { pool: standby, maxWaitMs: 300 }, metrics });
+      const fallback = await visibilityHorizon(primary, org, formIdOfDataset(SUPPLIERS), { readReplica: { pool: standby, maxWaitMs: 300 }, metrics });
       expect(fallback.source).toBe(primary);
       expect(await metrics.registry.getSingleMetricAsString("export_replica_fallbacks_total")).toContain('export_replica_fallbacks_total{reads="page"} 1');
       const fromPrimary = buildPageQuery(SUPPLIERS, { organizationId: org, limit: 5000, visibleBeforeMicros: fallback.visibleBeforeMicros }, codec);
@@ -109,7 +109,7 @@ const SUPPLIERS: PageDataset = {
       await held.query("SELECT pg_wal_replay_resume()");
       const page = await standbyPage(org);
       expect(page.ids).toEqual([row]);
-      const caughtUp = await visibilityHorizon(primary, org, SUPPLIERS, { readReplica: { pool: standby, maxWaitMs: 30_000 } });
+      const caughtUp = await visibilityHorizon(primary, org, formIdOfDataset(SUPPLIERS), { readReplica: { pool: standby, maxWaitMs: 30_000 } });
       expect(caughtUp.source).toBe(standby);
     } finally {
       await held.query("SELECT pg_wal_replay_resume()").catch(() => undefined);

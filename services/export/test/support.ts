@@ -1,7 +1,7 @@
 import { randomBytes } from "node:crypto";
 import type { Pool } from "pg";
 import { parse } from "csv-parse/sync";
-import type { AppError } from "@exportsvc/common";
+import type { AppError, Logger } from "@exportsvc/common";
 import {
   FIXED_DATASETS_BY_KEY,
   attributeDataType,
@@ -29,6 +29,7 @@ export async function startExport(
   env: Record<string, string> = {},
   cursorVersion?: number,
   syncRegistry?: (organizationId: string) => Promise<void>,
+  log?: Logger,
 ): Promise<ExportHarness> {
   const config = exportConfigSchema.parse({
     DATABASE_URL: testDatabaseUrl(),
@@ -48,6 +49,7 @@ export async function startExport(
       await syncRegistry?.(organizationId);
     },
     cursorVersion,
+    log,
   });
   const client = createClient(ExportService, `127.0.0.1:${service.port}`);
   return {

@@ -4,10 +4,12 @@ import { AppError, Errors, type Logger, type ServiceMetrics } from "@exportsvc/c
 import { isDatabaseUnavailable, ShareWaitTimeout, type ConnectionShares } from "@exportsvc/db";
 import {
   buildPageQuery,
+  formIdOfDataset,
   loadCurrentRegistryEntry,
   headerFields,
   loadRegistryEntry,
   servesStoredCursors,
+  siteNameLookup,
   UnsupportedDatasetError,
   type CursorCodec,
   type CursorPosition,
@@ -25,8 +27,9 @@ import {
 import { callTraceId, unavailableMapping, type grpc } from "@exportsvc/rpc";
 import { copyToSink, StreamFailedAfterFirstChunk, StreamStalled, type ChunkSink, type CopyOutcome } from "../copy-stream";
 import { resolveCursor } from "../cursor-check";
+import type { SiteCounts } from "../site-counts";
 import { checkParameters } from "../parameters";
-import { visibilityHorizon, type ReadReplicaPool } from "../visibility";
+import { startHorizon, visibilityHorizon, type FormIdHints, type HorizonOptions, type ReadReplicaPool } from "../visibility";
 
 export interface ExportDependencies {
   pool: Pool;
@@ -42,6 +45,10 @@ export interface ExportDependencies {
   metrics?: ServiceMetrics;
   /** DATABASE_READ_URL: pages are read from this hot standby once it has caught up (docs/export.md). */
   readReplica?: ReadReplicaPool;
+  /** The form of each key's last page, to start the next page's horizon early; undefined: never early. */
+  formIdHints?: FormIdHints;
+  /** Organizations' site counts, choosing how submission pages read site names; undefined: always the join. */
+  siteCounts?: SiteCounts;
 }
 
 export type ExportCall = grpc.ServerWritableStream<ExportCsvRequest, ExportCsvResponse>;
@@ -93,17 +100,17 @@ async function acquireShare(deps: ExportDependencies, organizationId: string, si
 
 async function exportPage(deps: ExportDependencies, request: ExportCsvRequest, sink: ChunkSink, traceId: string | undefined): Promise<void> {
   const started = process.hrtime.bigint();
+  const horizonOf = pageHorizonStarter(deps, request, { metrics: deps.metrics, readReplica: deps.readReplica, logger: deps.logger });
   const dataset = await loadExportableDataset(deps, request, traceId);
   const params = checkParameters(request, dataset);
   const after: CursorPosition | undefined = params.cursor !== undefined
     ? await withDatabase(() => resolveCursor(deps.pool, deps.codec, request.organizationId, dataset, params.cursor!))
     : params.original;
-  const { visibleBeforeMicros, source } = await withDatabase(() =>
-    visibilityHorizon(deps.pool, request.organizationId, dataset, { metrics: deps.metrics, readReplica: deps.readReplica, logger: deps.logger }),
-  );
+  const { visibleBeforeMicros, source } = await withDatabase(() => horizonOf(formIdOfDataset(dataset)));
 
   // Form datasets: whether the rows' stored cursors are served, decided once for the query and the metric.
   const storedCursors = dataset.tableName !== undefined ? servesStoredCursors(dataset, request.organizationId, deps.codec) : undefined;
+  const siteNames = dataset.kind === "submission" ? siteNameLookup(deps.siteCounts?.get(request.organizationId), params.limit) : undefined;
   let select: string;
   try {
     select = buildPageQuery(
@@ -116,6 +123,7 @@ async function exportPage(deps: ExportDependencies, request: ExportCsvRequest, s
         completedFromMicros: params.completedFromMicros,
         completedToMicros: params.completedToMicros,
         visibleBeforeMicros,
+        siteNames,
       },
       deps.codec,
     );
@@ -134,6 +142,7 @@ async function exportPage(deps: ExportDependencies, request: ExportCsvRequest, s
       bytes: outcome.bytes,
       rows: outcome.rows,
       cancelled: outcome.cancelled,
+      ...(siteNames ? { siteNames } : {}),
       ms: Number(process.hrtime.bigint() - started) / 1e6,
     },
     "export page",
@@ -181,6 +190,14 @@ export async function streamCsv(deps: ExportDependencies, target: CsvStreamTarge
     if (isDatabaseUnavailable(err)) throw Errors.databaseUnavailable();
     throw notExportable(deps.logger, dataset.key, err, traceId);
   }
+}
+
+/**
+ * The page's horizon, started with its registry read when an earlier page named the key's form
+ * (startHorizon): call the result with the form the registry names.
+ */
+export function pageHorizonStarter(deps: ExportDependencies, request: Pick<ExportCsvRequest, "organizationId" | "datasetKey">, opts: HorizonOptions) {
+  return startHorizon((formId) => visibilityHorizon(deps.pool, request.organizationId, formId, opts), deps.formIdHints, request.organizationId, request.datasetKey);
 }
 
 export async function loadExportableDataset(

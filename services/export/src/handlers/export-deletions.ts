@@ -1,6 +1,6 @@
 import type { Pool } from "pg";
 import { Errors, preparedStatement } from "@exportsvc/common";
-import { buildDeletionsQuery, DELETIONS_HEADER, tombstoneScope, type CursorPosition, type PageDataset } from "@exportsvc/datasets";
+import { buildDeletionsQuery, DELETIONS_HEADER, formIdOfDataset, tombstoneScope, type CursorPosition, type PageDataset } from "@exportsvc/datasets";
 import { create } from "@bufbuild/protobuf";
 import { ExportDeletionsResponseSchema, type ExportDeletionsRequest } from "@exportsvc/proto";
 import type { ChunkSink } from "../copy-stream";
@@ -12,13 +12,13 @@ import {
   loadExportableDataset,
   notExportable,
   onOrganizationShare,
+  pageHorizonStarter,
   streamCsv,
   withDatabase,
   type DeletionsCall,
   type ExportDependencies,
 } from "./export-csv";
 import { checkDeletionsParameters } from "../parameters";
-import { visibilityHorizon } from "../visibility";
 
 const HEADER = Buffer.from(`${DELETIONS_HEADER.map(csvField).join(",")}\n`, "utf8");
 
@@ -83,6 +83,7 @@ export function exportDeletionsHandler(deps: ExportDependencies) {
 
 async function deletionsPage(deps: ExportDependencies, request: ExportDeletionsRequest, sink: ChunkSink, traceId: string | undefined): Promise<void> {
   const started = process.hrtime.bigint();
+  const horizonOf = pageHorizonStarter(deps, request, { readReplica: deps.readReplica, logger: deps.logger });
   const dataset: PageDataset = await loadExportableDataset(deps, request, traceId);
   const params = checkDeletionsParameters(request);
   let after: CursorPosition | undefined;
@@ -95,9 +96,7 @@ async function deletionsPage(deps: ExportDependencies, request: ExportDeletionsR
   }
   // The rows' horizon (open transactions; pending changes of a form) holds the feed back too, so a
   // tombstone never overtakes a write still in flight, then the form feed's own rule above.
-  const { visibleBeforeMicros: rowsHorizon, source } = await withDatabase(() =>
-    visibilityHorizon(deps.pool, request.organizationId, dataset, { readReplica: deps.readReplica, logger: deps.logger }),
-  );
+  const { visibleBeforeMicros: rowsHorizon, source } = await withDatabase(() => horizonOf(formIdOfDataset(dataset)));
   const pending = await withDatabase(() => pendingTombstonesHorizon(deps.pool, request.organizationId, tombstoneScope(dataset)));
   const visibleBeforeMicros = pending !== undefined && pending < rowsHorizon ? pending : rowsHorizon;
 
