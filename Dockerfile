@@ -96,7 +96,8 @@ USER 1000:1000
 EXPOSE 9464
 # node is PID 1: the services handle SIGTERM themselves (graceful drain, SHUTDOWN_GRACE_MS).
 # dist/tracing.js is preloaded so that tracing runs before main.js loads what it instruments.
-CMD ["node", "--enable-source-maps", "--import", "./dist/tracing.js", "dist/main.js"]
+# --heap-growing-percent=100: see SERVICE_NODE_FLAGS in scripts/lib/stack.ts (docs/deployment.md, "Node flags").
+CMD ["node", "--enable-source-maps", "--heap-growing-percent=100", "--import", "./dist/tracing.js", "dist/main.js"]
 
 FROM runtime AS gateway
 COPY --from=build --chown=0:0 /src/services/gateway/dist/main.js /src/services/gateway/dist/main.js.map /src/services/gateway/dist/tracing.js /src/services/gateway/dist/tracing.js.map ./dist/

@@ -63,10 +63,20 @@ function serviceEnv(name: ServiceName, opts: StackOptions): Record<string, strin
   return { ...common, ...own, ...(opts.env ?? {}), ...(opts.serviceEnv?.[name] ?? {}) };
 }
 
+/**
+ * V8 flags every service runs with, here and in the images' CMD (the Dockerfile test compares them).
+ * --heap-growing-percent=100: after each full GC the old generation may grow to twice its live size.
+ * V8 counts external memory (the Buffers a streamed page passes through) allocated since the last
+ * full GC against that headroom; with its own factor (1.4 here) a process that streams ~100 MB/s
+ * could start a full GC every ~100 ms and keep doing so, tripling the gateway's CPU per byte
+ * (docs/deployment.md, "Node flags").
+ */
+export const SERVICE_NODE_FLAGS = ["--heap-growing-percent=100"];
+
 export function spawnService(name: ServiceName, env: Record<string, string>, output: "inherit" | "collect", logs: string[]): ChildProcess {
   // As in the images: the service's tracing preloaded before its main (docs/observability.md).
   const src = join(ROOT, "services", name, "src");
-  const child = spawn(process.execPath, ["--import", "tsx", "--import", join(src, "tracing.ts"), join(src, "main.ts")], {
+  const child = spawn(process.execPath, [...SERVICE_NODE_FLAGS, "--import", "tsx", "--import", join(src, "tracing.ts"), join(src, "main.ts")], {
     cwd: ROOT,
     env: { ...process.env, ...env, NODE_ENV: process.env.NODE_ENV ?? "development" },
     stdio: output === "inherit" ? ["ignore", "inherit", "inherit"] : ["ignore", "pipe", "pipe"],

@@ -1,6 +1,7 @@
 import { existsSync, readdirSync, readFileSync } from "node:fs";
 import { join } from "node:path";
 import { repoPath } from "./kustomize";
+import { SERVICE_NODE_FLAGS } from "../../scripts/lib/stack";
 
 /**
  * No Docker engine runs on our machines, so the Dockerfile is checked for the properties the
@@ -75,7 +76,9 @@ describe("Dockerfile", () => {
       expect(runtime).toMatch(new RegExp(`^ARG ${arg}=`, "m"));
       expect(runtime).toContain(`${arg}=\${${arg}}`);
     }
-    expect(runtime).toContain('CMD ["node", "--enable-source-maps", "--import", "./dist/tracing.js", "dist/main.js"]');
+    // The services run with the same V8 flags as every process the stack script starts.
+    const cmd = ["node", "--enable-source-maps", ...SERVICE_NODE_FLAGS, "--import", "./dist/tracing.js", "dist/main.js"];
+    expect(runtime).toContain(`CMD ${JSON.stringify(cmd).replace(/","/g, '", "')}`);
     // podman/buildah's layer cache ignores build-argument values in ENV; a RUN reading them busts it.
     expect(runtime).toMatch(/^ARG BUILD_DATE=.*\nRUN test -n "\$IMAGE_TAG"/m);
     // Nothing after USER switches back to root.
