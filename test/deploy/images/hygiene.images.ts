@@ -6,6 +6,7 @@
  */
 import { readFileSync } from "node:fs";
 import { join } from "node:path";
+import { SERVICE_NODE_FLAGS } from "../../../scripts/lib/stack";
 import { COMPONENTS, imageSet, podman, podmanOk, type Component } from "./podman-stack";
 
 const images = imageSet();
@@ -69,9 +70,9 @@ describe("image hygiene", () => {
     expect(sourcesContent).toBe("0");
   });
 
-  it("node is PID 1 and the command enables source maps", async () => {
+  it("node is PID 1 and the command enables source maps and the services' V8 flags", async () => {
     const cmd = JSON.parse(await podmanOk(["image", "inspect", "--format", "{{json .Config.Cmd}}", images.image("gateway")])) as string[];
-    expect(cmd).toEqual(["node", "--enable-source-maps", "--import", "./dist/tracing.js", "dist/main.js"]);
+    expect(cmd).toEqual(["node", "--enable-source-maps", ...SERVICE_NODE_FLAGS, "--import", "./dist/tracing.js", "dist/main.js"]);
     const r = await run("gateway", ["node", "-e", "console.log(process.pid)"]);
     expect(r.stdout.trim()).toBe("1");
   });
