@@ -71,8 +71,9 @@ export interface PageRequest {
 export type SiteNameLookup = "join" | "map";
 
 /**
- * The map pays once a page may hold this many rows per site of the organization (building it
- * costs ~0.6 µs a site per column, the join ~0.4 µs a row more than a lookup).
+ * The map pays once a page may hold this many rows per site of the organization: building the two
+ * maps costs ~1.2 µs a site, and the join ~0.2 µs a row more than their lookups (about 6 rows per
+ * site to break even, measured on a 30-column form; docs/export.md, "Site names").
  */
 export const SITE_MAP_ROWS_PER_SITE = 10;
 
