@@ -54,7 +54,7 @@ export async function measureRawCopy(
   pageQuery?: (after: CursorPosition | undefined) => string,
 ): Promise<Measurement> {
   // Site names read as the export service reads them for this organization (siteNameLookup).
-  const siteNames = dataset.kind === "submission" ? siteNameLookup((await pool.query<{ sites: number }>(COUNT_SITES_SQL.text, [organizationId])).rows[0].sites, limit) : undefined;
+  const siteNames = dataset.kind === "submission" ? siteNameLookup((await pool.query<{ sites: number }>({ ...COUNT_SITES_SQL, values: [organizationId] })).rows[0].sites, limit) : undefined;
   pageQuery ??= (after) => buildPageQuery(dataset, { organizationId, limit, after, siteNames }, codec);
   const client = await pool.connect();
   await client.query(PAGE_SESSION_SETTINGS_SQL); // as the export service's sessions

@@ -10,3 +10,4 @@ export * from "./writer-declaration";
 export * from "./uuid";
 export * from "./prepared-statement";
 export { ifNoneMatchHits } from "./etag";
+export { BoundedMap } from "./bounded-map";

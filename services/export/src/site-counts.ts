@@ -1,5 +1,5 @@
 import type { Pool } from "pg";
-import type { Logger } from "@exportsvc/common";
+import { BoundedMap, type Logger } from "@exportsvc/common";
 import { COUNT_SITES_SQL } from "@exportsvc/datasets";
 
 export interface SiteCountsOptions {
@@ -18,8 +18,8 @@ export interface SiteCountsOptions {
  * organization at a time, and the page goes on with what is known (the join when nothing is).
  */
 export class SiteCounts {
-  private readonly known = new Map<string, { sites: number; readAt: number }>();
-  private readonly reading = new Set<string>();
+  private readonly known: BoundedMap<string, { sites: number; readAt: number }>;
+  private readonly reading = new Map<string, Promise<void>>();
   private readonly now: () => number;
 
   constructor(
@@ -27,6 +27,7 @@ export class SiteCounts {
     private readonly options: SiteCountsOptions,
   ) {
     this.now = options.now ?? Date.now;
+    this.known = new BoundedMap(options.maxOrganizations);
   }
 
   /** The organization's last read count (undefined: none yet); starts a read when it is missing or expired. */
@@ -38,26 +39,18 @@ export class SiteCounts {
 
   /** Resolves once no read is in flight (tests). */
   async settled(): Promise<void> {
-    while (this.reading.size > 0) await new Promise((resolve) => setTimeout(resolve, 5));
+    await Promise.all(this.reading.values());
   }
 
   private read(organizationId: string): void {
     if (this.reading.has(organizationId)) return;
-    this.reading.add(organizationId);
-    this.pool
+    const reading = this.pool
       .query<{ sites: number }>({ ...COUNT_SITES_SQL, values: [organizationId] })
       .then(
-        ({ rows }) => {
-          // Re-inserted so that the Map's order is the order of reads: the oldest is forgotten first.
-          this.known.delete(organizationId);
-          this.known.set(organizationId, { sites: rows[0].sites, readAt: this.now() });
-          for (const oldest of this.known.keys()) {
-            if (this.known.size <= this.options.maxOrganizations) break;
-            this.known.delete(oldest);
-          }
-        },
+        ({ rows }) => this.known.set(organizationId, { sites: rows[0].sites, readAt: this.now() }),
         (err: Error) => this.options.logger?.debug({ organizationId, err: err.message }, "site count not read; pages use the join"),
       )
       .finally(() => this.reading.delete(organizationId));
+    this.reading.set(organizationId, reading);
   }
 }

@@ -1,5 +1,5 @@
 import type { Pool } from "pg";
-import type { Logger, ServiceMetrics } from "@exportsvc/common";
+import { BoundedMap, type Logger, type ServiceMetrics } from "@exportsvc/common";
 import { holderLagSeconds, pageHorizon, ReplicaBehindError, type PageHorizon } from "@exportsvc/datasets";
 
 /**
@@ -53,25 +53,20 @@ export async function visibilityHorizon(pool: Pool, organizationId: string, form
 /**
  * The form each (organization, dataset key) named on its last page (null: not a form dataset), so
  * that the next page can start its horizon statement while its registry entry is still being read.
- * The oldest entry is forgotten first beyond `max`.
+ * The least recently served key is forgotten first beyond `max`.
  */
 export class FormIdHints {
-  private readonly hints = new Map<string, string | null>();
-  constructor(private readonly max = 10_000) {}
+  private readonly hints: BoundedMap<string, string | null>;
+  constructor(max = 10_000) {
+    this.hints = new BoundedMap(max);
+  }
 
   get(organizationId: string, datasetKey: string): string | null | undefined {
     return this.hints.get(hintKey(organizationId, datasetKey));
   }
 
   set(organizationId: string, datasetKey: string, formId: string | null): void {
-    const key = hintKey(organizationId, datasetKey);
-    if (this.hints.get(key) === formId) return;
-    this.hints.delete(key);
-    this.hints.set(key, formId);
-    for (const oldest of this.hints.keys()) {
-      if (this.hints.size <= this.max) break;
-      this.hints.delete(oldest);
-    }
+    this.hints.set(hintKey(organizationId, datasetKey), formId);
   }
 }
 

@@ -1,4 +1,4 @@
-import { Errors, hashApiKeySecret, hashesEqual, type Logger, type ServiceMetrics } from "@exportsvc/common";
+import { BoundedMap, Errors, hashApiKeySecret, hashesEqual, type Logger, type ServiceMetrics } from "@exportsvc/common";
 import { isDatabaseUnavailable } from "@exportsvc/db";
 import type { Authenticator, Principal } from "../contracts";
 import { systemClock, withLocalFallback, type Clock, type SharedStore } from "../store";
@@ -86,13 +86,11 @@ export function createAuthenticator(options: AuthenticatorOptions): ManagedAuthe
    * entry expires (decided + its ttl): a repeat request skips the store's round trip, and a
    * revocation still takes effect within the same successTtlSeconds.
    */
-  const local = new Map<string, { verdict: Verdict; until: number }>();
+  const local = new BoundedMap<string, { verdict: Verdict; until: number }>(LOCAL_VERDICTS_MAX);
   const remember = (secretHash: string, verdict: Verdict, checkedAt: number) => {
     const until = Math.min(checkedAt, clock.now()) + ttlOf(verdict);
     if (until <= clock.now()) return;
-    local.delete(secretHash);
     local.set(secretHash, { verdict, until });
-    if (local.size > LOCAL_VERDICTS_MAX) local.delete(local.keys().next().value!);
   };
   const recall = (secretHash: string): Verdict | undefined => {
     const entry = local.get(secretHash);
