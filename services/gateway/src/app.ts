@@ -5,7 +5,7 @@ import { problemMiddleware } from "./http/problem";
 import { requestContextMiddleware } from "./http/request-context";
 import { routeFallbackMiddleware } from "./http/route-fallback";
 import { requireHostMiddleware } from "./http/host";
-import { authenticateMiddleware, rateLimitMiddleware } from "./http/access-control";
+import { createGuard } from "./http/access-control";
 import { openRoutes, type BuildInfo, type DatabaseProbe } from "./routes/open";
 import { dataRoutes, type CatalogPort, type DataRouteDeps, type ExportPort } from "./routes/datasets";
 import { buildOpenApiDocument } from "./openapi/document";
@@ -43,7 +43,7 @@ export function createApp(deps: AppDependencies): Koa {
   // Errors are answered by problemMiddleware and logged there; koa's default handler would print stacks to stderr.
   app.silent = true;
 
-  const guard = [authenticateMiddleware(deps.authenticator), rateLimitMiddleware(deps.rateLimiter)];
+  const guard = createGuard(deps.authenticator, deps.rateLimiter);
   const routers = [
     openRoutes({ build: deps.build, probeDatabase: deps.probeDatabase, openApi: buildOpenApiDocument(deps.build.version) }),
     dataRoutes({

@@ -5,7 +5,7 @@
  * goes to the catalog.
  */
 import { request } from "undici";
-import { createMetrics } from "@exportsvc/common";
+import { createMetrics, Errors } from "@exportsvc/common";
 import { ListingCache, type OrganizationListingState } from "@exportsvc/datasets";
 import { auth, ORGANIZATION_ID, startHarness, type Harness } from "./support/harness";
 
@@ -72,6 +72,53 @@ it.each([
   expect(h.listRequests.at(-1)).toMatchObject({ organizationId: ORGANIZATION_ID, ifNoneMatch: ETAG });
   expect(await notModifiedCount("catalog")).toBeGreaterThanOrEqual(1);
 });
+
+it("reads the listing state while the request is being admitted, and answers only once it is", async () => {
+  state = held;
+  await listing();
+  let admit!: () => void;
+  h.rateLimiter.gate = new Promise<void>((resolve) => (admit = resolve));
+  try {
+    const before = stateCalls.length;
+    const pending = listing(ETAG);
+    await until(() => stateCalls.length > before);
+    // The statement ran; the request is still waiting for its admission.
+    let answered = false;
+    void pending.then(() => (answered = true));
+    await new Promise((resolve) => setTimeout(resolve, 20));
+    expect(answered).toBe(false);
+    admit();
+    expect((await pending).status).toBe(304);
+    expect(stateCalls.length).toBe(before + 1);
+  } finally {
+    h.rateLimiter.gate = undefined;
+  }
+});
+
+it("starts no statement before admission for an organization refused within its Retry-After", async () => {
+  state = held;
+  await listing();
+  h.rateLimiter.reject = Errors.rateLimited({ limit: 600, retryAfter: 30, reset: 30, detail: "over" });
+  try {
+    const before = stateCalls.length;
+    // This replica learns of the refusal from the first 429; the statement it had started is wasted once.
+    expect((await listing(ETAG)).status).toBe(429);
+    expect(stateCalls.length).toBe(before + 1);
+    for (let i = 0; i < 3; i++) expect((await listing(ETAG)).status).toBe(429);
+    expect(stateCalls.length).toBe(before + 1);
+  } finally {
+    h.rateLimiter.reject = undefined;
+  }
+  // Admitted again: the 304 is still the gateway's, its statement run after admission.
+  const before = stateCalls.length;
+  expect((await listing(ETAG)).status).toBe(304);
+  expect(stateCalls.length).toBe(before + 1);
+});
+
+async function until(condition: () => boolean): Promise<void> {
+  for (let i = 0; i < 500 && !condition(); i++) await new Promise((resolve) => setTimeout(resolve, 2));
+  expect(condition()).toBe(true);
+}
 
 async function notModifiedCount(decidedBy: string): Promise<number> {
   const line = (await metrics.registry.metrics()).split("\n").find((l) => l.startsWith(`listing_not_modified_total{decided_by="${decidedBy}"}`));

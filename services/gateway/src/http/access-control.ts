@@ -1,12 +1,12 @@
 import type { Middleware } from "koa";
-import { Errors, isAppError } from "@exportsvc/common";
-import type { Authenticator, Principal, RateLimiter } from "../contracts";
+import { BoundedMap, Errors, isAppError } from "@exportsvc/common";
+import type { Admission, Authenticator, Principal, RateLimiter } from "../contracts";
 
 /**
  * Resolves the caller from the Authorization header; every data route runs behind it. Every 401
  * leaves here as the one UNAUTHORIZED problem with its RFC 6750 challenge, whatever refused the key.
  */
-export function authenticateMiddleware(authenticator: Authenticator): Middleware {
+function authenticateMiddleware(authenticator: Authenticator): Middleware {
   return async (ctx, next) => {
     const credential = ctx.get("authorization") || undefined;
     try {
@@ -19,17 +19,49 @@ export function authenticateMiddleware(authenticator: Authenticator): Middleware
   };
 }
 
+/** Organizations whose refusals a replica remembers at most (least recently refused forgotten first). */
+const REFUSALS_REMEMBERED = 10_000;
+
 /**
- * Counts the request against its organization's limits and holds a concurrency slot until the
- * response is over: finished, failed, or abandoned by the client, streams included.
+ * What every data route runs first: authenticate, then count the request against its organization's
+ * limits. A route may start work between the two (`beforeAdmission`) when it can tell the work is
+ * wanted: `recentlyRefused` says whether this replica refused the organization within the
+ * Retry-After of its last 429, so a refused organization's flood starts no such work.
  */
-export function rateLimitMiddleware(rateLimiter: RateLimiter): Middleware {
-  return async (ctx, next) => {
-    const principal = ctx.state.principal as Principal;
-    const admission = await rateLimiter.admit(principal.organizationId);
-    const release = () => admission.release();
-    if (ctx.res.closed) release();
-    else ctx.res.once("close", release);
-    await next();
+export interface Guard {
+  authenticate: Middleware;
+  rateLimit: Middleware;
+  recentlyRefused(organizationId: string): boolean;
+}
+
+export function createGuard(authenticator: Authenticator, rateLimiter: RateLimiter, now: () => number = Date.now): Guard {
+  const refusedUntil = new BoundedMap<string, number>(REFUSALS_REMEMBERED);
+  return {
+    authenticate: authenticateMiddleware(authenticator),
+    /**
+     * Holds a concurrency slot until the response is over: finished, failed, or abandoned by the
+     * client, streams included.
+     */
+    rateLimit: async (ctx, next) => {
+      const { organizationId } = ctx.state.principal as Principal;
+      let admission: Admission;
+      try {
+        admission = await rateLimiter.admit(organizationId);
+      } catch (err) {
+        if (isAppError(err) && err.status === 429) refusedUntil.set(organizationId, now() + (err.retryAfter ?? 1) * 1000);
+        throw err;
+      }
+      const release = () => admission.release();
+      if (ctx.res.closed) release();
+      else ctx.res.once("close", release);
+      await next();
+    },
+    recentlyRefused(organizationId) {
+      const until = refusedUntil.get(organizationId);
+      if (until === undefined) return false;
+      if (until > now()) return true;
+      refusedUntil.delete(organizationId);
+      return false;
+    },
   };
 }

@@ -29,10 +29,13 @@ export class FakeRateLimiter implements RateLimiter {
   admitted = 0;
   released = 0;
   reject?: AppError;
+  /** When set, admission waits for it (to see what runs while a request is being admitted). */
+  gate?: Promise<void>;
   get inFlight(): number {
     return this.admitted - this.released;
   }
   async admit(): Promise<Admission> {
+    if (this.gate) await this.gate;
     if (this.reject) throw this.reject;
     this.admitted++;
     let done = false;
