@@ -8,12 +8,15 @@ import { request } from "undici";
 import { createMetrics, Errors } from "@exportsvc/common";
 import { ListingCache, type OrganizationListingState } from "@exportsvc/datasets";
 import { auth, ORGANIZATION_ID, startHarness, type Harness } from "./support/harness";
+import { EARLY_WORK_PER_ORGANIZATION } from "../src/http/access-control";
 
 const ETAG = '"v-settled"';
 const metrics = createMetrics({ defaultMetrics: false });
 let h: Harness;
 let state: OrganizationListingState | Error;
 const stateCalls: string[] = [];
+/** When set, the listing-state statement is answered only once it resolves. */
+let stateGate: Promise<void> | undefined;
 
 beforeAll(async () => {
   h = await startHarness({
@@ -22,6 +25,7 @@ beforeAll(async () => {
       cache: new ListingCache(0),
       state: async (organizationId) => {
         stateCalls.push(organizationId);
+        if (stateGate) await stateGate;
         if (state instanceof Error) throw state;
         return state;
       },
@@ -95,6 +99,31 @@ it("reads the listing state while the request is being admitted, and answers onl
   }
 });
 
+it("starts a burst's statements before admission only up to the guard's early-work bound", async () => {
+  state = held;
+  await listing();
+  let admit!: () => void;
+  let answerStatements!: () => void;
+  h.rateLimiter.gate = new Promise<void>((resolve) => (admit = resolve));
+  stateGate = new Promise<void>((resolve) => (answerStatements = resolve));
+  try {
+    const before = stateCalls.length;
+    const burst = Array.from({ length: 5 }, () => listing(ETAG));
+    await until(() => stateCalls.length >= before + EARLY_WORK_PER_ORGANIZATION);
+    await new Promise((resolve) => setTimeout(resolve, 20));
+    expect(stateCalls.length).toBe(before + EARLY_WORK_PER_ORGANIZATION);
+    admit();
+    // The rest run after admission.
+    await until(() => stateCalls.length === before + 5);
+    answerStatements();
+    expect((await Promise.all(burst)).map((r) => r.status)).toEqual([304, 304, 304, 304, 304]);
+  } finally {
+    h.rateLimiter.gate = undefined;
+    stateGate = undefined;
+  }
+});
+
+// Last: the organization stays refused on this replica for the 429's Retry-After.
 it("starts no statement before admission for an organization refused within its Retry-After", async () => {
   state = held;
   await listing();

@@ -1,10 +1,10 @@
 /**
- * The guard's memory of refusals (http/access-control.ts): what lets a route start work before
- * admission without a refused organization's flood reaching the database.
+ * Guard.beforeAdmission (http/access-control.ts): what lets a route start work before a request is
+ * admitted without a refused or flooding organization reaching the database through it.
  */
 import type { Context } from "koa";
 import { Errors } from "@exportsvc/common";
-import { createGuard } from "../src/http/access-control";
+import { createGuard, EARLY_WORK_PER_ORGANIZATION } from "../src/http/access-control";
 import type { Admission, RateLimiter } from "../src/contracts";
 
 const ORG = "11111111-1111-4111-8111-111111111111";
@@ -25,27 +25,66 @@ function setup() {
     const ctx = { state: { principal: { organizationId } }, res: { closed: false, once: () => undefined } } as unknown as Context;
     return guard.rateLimit(ctx, async () => undefined);
   };
-  return { guard, refusals, request, advance: (ms: number) => (now += ms) };
+  /** Whether the guard lets work start early for the organization (the work settles at once). */
+  const startsEarly = (organizationId: string) => guard.beforeAdmission(organizationId, async () => "done") !== undefined;
+  return { guard, refusals, request, startsEarly, advance: (ms: number) => (now += ms) };
 }
 
-it("remembers a 429 for its Retry-After, per organization", async () => {
-  const { guard, refusals, request, advance } = setup();
-  expect(guard.recentlyRefused(ORG)).toBe(false);
+it("starts nothing early for an organization refused within its 429's Retry-After, per organization", async () => {
+  const { refusals, request, startsEarly, advance } = setup();
+  expect(startsEarly(ORG)).toBe(true);
   refusals.set(ORG, Errors.rateLimited({ limit: 600, retryAfter: 7, reset: 7, detail: "over" }));
   await expect(request(ORG)).rejects.toMatchObject({ status: 429 });
-  expect(guard.recentlyRefused(ORG)).toBe(true);
-  expect(guard.recentlyRefused(OTHER)).toBe(false);
+  expect(startsEarly(ORG)).toBe(false);
+  expect(startsEarly(OTHER)).toBe(true);
   advance(6_999);
-  expect(guard.recentlyRefused(ORG)).toBe(true);
+  expect(startsEarly(ORG)).toBe(false);
   advance(1);
-  expect(guard.recentlyRefused(ORG)).toBe(false);
+  expect(startsEarly(ORG)).toBe(true);
 });
 
-it("forgets nothing on an admission, and remembers only 429s", async () => {
-  const { guard, refusals, request } = setup();
+it("remembers only 429s", async () => {
+  const { refusals, request, startsEarly } = setup();
   await expect(request(ORG)).resolves.toBeUndefined();
-  expect(guard.recentlyRefused(ORG)).toBe(false);
+  expect(startsEarly(ORG)).toBe(true);
   refusals.set(ORG, Errors.databaseUnavailable());
   await expect(request(ORG)).rejects.toMatchObject({ status: 503 });
-  expect(guard.recentlyRefused(ORG)).toBe(false);
+  expect(startsEarly(ORG)).toBe(true);
+});
+
+it("runs at most EARLY_WORK_PER_ORGANIZATION early works of an organization at once, and frees a place when one settles either way", async () => {
+  const { guard } = setup();
+  const finishers: Array<{ resolve: () => void; reject: (e: Error) => void }> = [];
+  const pending = () =>
+    new Promise<void>((resolve, reject) => {
+      finishers.push({ resolve, reject });
+    });
+  const started = Array.from({ length: EARLY_WORK_PER_ORGANIZATION }, () => guard.beforeAdmission(ORG, pending));
+  expect(started.every((p) => p !== undefined)).toBe(true);
+  const refusedWork = jest.fn(pending);
+  expect(guard.beforeAdmission(ORG, refusedWork)).toBeUndefined();
+  expect(refusedWork).not.toHaveBeenCalled();
+  // Another organization is not held up by this one.
+  expect(guard.beforeAdmission(OTHER, async () => undefined)).toBeDefined();
+
+  // A failing work frees its place too; its rejection is the caller's to handle.
+  finishers[0].reject(new Error("statement failed"));
+  await expect(started[0]).rejects.toThrow("statement failed");
+  const next = guard.beforeAdmission(ORG, pending);
+  expect(next).toBeDefined();
+  expect(guard.beforeAdmission(ORG, pending)).toBeUndefined();
+
+  // So does one that throws before it returns a promise.
+  finishers[1].resolve();
+  await started[1];
+  expect(() =>
+    guard.beforeAdmission(ORG, () => {
+      throw new Error("no statement");
+    }),
+  ).toThrow("no statement");
+  expect(guard.beforeAdmission(ORG, pending)).toBeDefined();
+
+  for (const f of finishers.slice(2)) f.resolve();
+  await next;
+  expect(guard.beforeAdmission(ORG, async () => undefined)).toBeDefined();
 });

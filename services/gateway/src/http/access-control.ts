@@ -23,19 +23,45 @@ function authenticateMiddleware(authenticator: Authenticator): Middleware {
 const REFUSALS_REMEMBERED = 10_000;
 
 /**
+ * Early works one organization may have in flight on a replica. A client polling its listing has one
+ * request in flight; a burst of concurrent requests waits for admission like any other, so it cannot
+ * queue statements on the pool every organization shares.
+ */
+export const EARLY_WORK_PER_ORGANIZATION = 2;
+
+/**
  * What every data route runs first: authenticate, then count the request against its organization's
- * limits. A route may start work between the two (`beforeAdmission`) when it can tell the work is
- * wanted: `recentlyRefused` says whether this replica refused the organization within the
- * Retry-After of its last 429, so a refused organization's flood starts no such work.
+ * limits (`rateLimit`). A route may start work between the two, to overlap it with admission's round
+ * trip, only through `beforeAdmission`.
  */
 export interface Guard {
   authenticate: Middleware;
   rateLimit: Middleware;
-  recentlyRefused(organizationId: string): boolean;
+  /**
+   * Starts `work` now, before the request is admitted, unless this replica refused the organization
+   * (429) within that refusal's Retry-After or already runs EARLY_WORK_PER_ORGANIZATION early works
+   * for it: then undefined, and the route does the work after admission. So a refused organization's
+   * flood starts one early work per Retry-After (the request that brings the 429), and a burst at most
+   * EARLY_WORK_PER_ORGANIZATION at once.
+   */
+  beforeAdmission<T>(organizationId: string, work: () => Promise<T>): Promise<T> | undefined;
 }
 
 export function createGuard(authenticator: Authenticator, rateLimiter: RateLimiter, now: () => number = Date.now): Guard {
   const refusedUntil = new BoundedMap<string, number>(REFUSALS_REMEMBERED);
+  const earlyInFlight = new Map<string, number>();
+  const recentlyRefused = (organizationId: string) => {
+    const until = refusedUntil.get(organizationId);
+    if (until === undefined) return false;
+    if (until > now()) return true;
+    refusedUntil.delete(organizationId);
+    return false;
+  };
+  const settleEarly = (organizationId: string) => {
+    const left = (earlyInFlight.get(organizationId) ?? 1) - 1;
+    if (left > 0) earlyInFlight.set(organizationId, left);
+    else earlyInFlight.delete(organizationId);
+  };
   return {
     authenticate: authenticateMiddleware(authenticator),
     /**
@@ -56,12 +82,20 @@ export function createGuard(authenticator: Authenticator, rateLimiter: RateLimit
       else ctx.res.once("close", release);
       await next();
     },
-    recentlyRefused(organizationId) {
-      const until = refusedUntil.get(organizationId);
-      if (until === undefined) return false;
-      if (until > now()) return true;
-      refusedUntil.delete(organizationId);
-      return false;
+    beforeAdmission<T>(organizationId: string, work: () => Promise<T>) {
+      const inFlight = earlyInFlight.get(organizationId) ?? 0;
+      if (inFlight >= EARLY_WORK_PER_ORGANIZATION || recentlyRefused(organizationId)) return undefined;
+      earlyInFlight.set(organizationId, inFlight + 1);
+      let started: Promise<T>;
+      try {
+        started = work();
+      } catch (err) {
+        settleEarly(organizationId);
+        throw err;
+      }
+      const settled = () => settleEarly(organizationId);
+      started.then(settled, settled);
+      return started;
     },
   };
 }

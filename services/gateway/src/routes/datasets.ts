@@ -53,7 +53,7 @@ export function dataRoutes(deps: DataRouteDeps): Router {
   router.get("/datasets", authenticate, startSettledCheck(deps), rateLimit, async (ctx) => {
     const principal = ctx.state.principal as Principal;
     const ifNoneMatch = ctx.get("if-none-match");
-    // Started before admission, or now for an organization refused recently.
+    // Started before admission, or now when the guard did not let it start early.
     const settledEtag = await ((ctx.state.settledCheck as SettledCheck | undefined) ?? settledCheck(deps, ctx));
     if (settledEtag !== undefined) {
       deps.metrics?.recordListingNotModified("gateway");
@@ -108,26 +108,28 @@ export function dataRoutes(deps: DataRouteDeps): Router {
 type SettledCheck = Promise<string | undefined>;
 
 /**
- * Starts the cheap 304's statement (stillSettledEtag) before the request is admitted, so its round
- * trip to the primary runs beside the rate limiter's to the shared store: a 304 then costs the
- * longer of the two, not their sum. Only for an If-None-Match naming the ETag this replica was told
- * is settled, and not for an organization this replica refused within its last Retry-After: a
- * refused organization's flood costs the database one statement per Retry-After and replica (the
- * request that brings the news), not one per request. Reading the state before admission is still
- * reading it after the request arrived, so the 304 promises what it did.
+ * Starts the cheap 304's check (stillSettledEtag) before the request is admitted, so its statement's
+ * round trip to the primary runs beside the rate limiter's to the shared store: a 304 then costs
+ * the longer of the two, not their sum. The guard decides whether it may start early
+ * (Guard.beforeAdmission: not for an organization refused within its last Retry-After, nor beyond a
+ * couple in flight per organization); otherwise the handler runs it after admission, as before.
+ * Reading the state before admission is still reading it after the request arrived, so the 304
+ * promises what it did.
  */
 function startSettledCheck(deps: DataRouteDeps): Middleware {
   return async (ctx, next) => {
-    if (!deps.guard.recentlyRefused((ctx.state.principal as Principal).organizationId)) ctx.state.settledCheck = settledCheck(deps, ctx);
+    if (deps.settledListings && ctx.get("if-none-match")) {
+      ctx.state.settledCheck = deps.guard.beforeAdmission((ctx.state.principal as Principal).organizationId, () => settledCheck(deps, ctx));
+    }
     await next();
   };
 }
 
-/** The request's SettledCheck; undefined when it has no If-None-Match or the gateway keeps no verdicts. */
-function settledCheck(deps: DataRouteDeps, ctx: ParameterizedContext): SettledCheck | undefined {
+/** The request's SettledCheck: undefined at once without If-None-Match or remembered verdicts. */
+function settledCheck(deps: DataRouteDeps, ctx: ParameterizedContext): SettledCheck {
   const settled = deps.settledListings;
   const ifNoneMatch = ctx.get("if-none-match");
-  if (!settled || !ifNoneMatch) return undefined;
+  if (!settled || !ifNoneMatch) return Promise.resolve(undefined);
   return stillSettledEtag(settled, (ctx.state.principal as Principal).organizationId, ifNoneMatch, deps.logger);
 }
 
