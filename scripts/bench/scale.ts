@@ -16,11 +16,15 @@
  *
  * The datasets dimension also times a 200 right after a change (one dataset's counter moved, so the
  * listing version moved and nothing cached is reused: the listing is built) and /health in the same run.
+ * After its steps it measures the 304, the authenticated 400 and /health in the steady state:
+ * BENCH_SCALE_STEADY requests of each (default 3000, 0 for none) in five interleaved rounds, the
+ * first round's first 50 of each dropped; medians, printed as a second table (not plotted).
  *
  * Environment: DATABASE_URL (server of the fresh database exportsvc_bench_scale_<pid>, dropped at
  * the end unless BENCH_KEEP=1), REDIS_URL, BENCH_SCALE_BIG, BENCH_SCALE_SAMPLES (default 5),
  * BENCH_SCALE_ROWS / _DATASETS / _TENANTS / _CONCURRENCY (comma-separated steps, override the defaults),
- * BENCH_SCALE_ONLY (comma-separated dimensions to run, e.g. `datasets` for the listing alone).
+ * BENCH_SCALE_ONLY (comma-separated dimensions to run, e.g. `datasets` for the listing alone),
+ * BENCH_SCALE_STEADY.
  */
 import { randomBytes, randomUUID } from "node:crypto";
 import { join } from "node:path";
@@ -69,6 +73,8 @@ async function main(): Promise<void> {
   const tenantSteps = runs("tenants") ? steps("BENCH_SCALE_TENANTS", [1, 10, 100], [1, 10, 100, 1000]) : [];
   const concurrencySteps = runs("concurrency") ? steps("BENCH_SCALE_CONCURRENCY", [1, 2, 5], [1, 2, 5, 10]) : [];
   const samples = Number(process.env.BENCH_SCALE_SAMPLES || 5);
+  const steadyRequests = Number(process.env.BENCH_SCALE_STEADY ?? 3000);
+  if (!Number.isInteger(steadyRequests) || steadyRequests < 0) throw new Error("BENCH_SCALE_STEADY must be a whole number of requests");
   const concurrencyRows = big ? 50_000 : 10_000;
 
   const db = await provisionDatabase(`exportsvc_bench_scale_${process.pid}`);
@@ -77,6 +83,7 @@ async function main(): Promise<void> {
   const keyHashSecret = randomBytes(24).toString("base64url");
   let stack: RunningStack | undefined;
   const points: Point[] = [];
+  const steady: { measure: string; ms: number }[] = [];
   const record = (p: Point) => {
     points.push(p);
     log(`${p.dimension} ${p.n}: ${p.metric} ${p.value.toFixed(p.value < 100 ? 2 : 0)}`);
@@ -197,6 +204,31 @@ async function main(): Promise<void> {
       record({ dimension: "datasets", n, metric: "/health ms (same run)", value: await timedHealth() });
       record({ dimension: "datasets", n, metric: "authenticated 400 ms (auth + rate limit only)", value: await timedGuardOnly(dsKey) });
     }
+    if (datasetSteps.length && steadyRequests > 0) {
+      const etag = (await get("/v1/datasets", dsKey)).headers.get("etag") ?? "";
+      const kinds: Record<string, () => Promise<Response>> = {
+        "/health": () => fetch(new URL("/health", baseUrl)),
+        "authenticated 400 (auth + rate limit only)": () => get("/v1/datasets/resources_suppliers/csv?limit=x", dsKey),
+        "listing 304": () => get("/v1/datasets", dsKey, { "if-none-match": etag }),
+      };
+      const expected: Record<string, number> = { "/health": 200, "authenticated 400 (auth + rate limit only)": 400, "listing 304": 304 };
+      const times = new Map<string, number[]>(Object.keys(kinds).map((k) => [k, []]));
+      const perRound = Math.max(1, Math.floor(steadyRequests / 5));
+      for (let round = 0; round < 5; round++) {
+        for (const [measure, send] of Object.entries(kinds)) {
+          for (let i = 0; i < perRound; i++) {
+            const t = process.hrtime.bigint();
+            const res = await send();
+            await res.arrayBuffer();
+            if (res.status !== expected[measure]) throw new Error(`steady ${measure}: HTTP ${res.status}`);
+            if (round > 0 || i >= 50) times.get(measure)?.push(ms(t));
+          }
+        }
+      }
+      for (const [measure, xs] of times) steady.push({ measure, ms: median(xs) });
+      const health = steady[0].ms;
+      for (const s of steady) log(`steady state, ${datasetSteps.at(-1)} datasets: ${s.measure} ${s.ms.toFixed(3)} ms (${(s.ms / health).toFixed(2)}× /health)`);
+    }
 
     // tenants
     let tenants: string[] = [];
@@ -254,6 +286,11 @@ async function main(): Promise<void> {
   }
 
   process.stdout.write(growthTable(points));
+  if (steady.length) {
+    const lines = ["", "| steady state (interleaved) | ms | × /health |", "|---|---:|---:|"];
+    for (const s of steady) lines.push(`| ${s.measure} | ${s.ms.toFixed(3)} | ${(s.ms / steady[0].ms).toFixed(2)} |`);
+    process.stdout.write(`${lines.join("\n")}\n`);
+  }
   if (process.env.BENCH_SCALE_JSON) (await import("node:fs")).writeFileSync(process.env.BENCH_SCALE_JSON, JSON.stringify(points, null, 2));
   // A partial run (BENCH_SCALE_ONLY) draws no chart unless asked: docs/bench-scale.png shows all four.
   const png = process.env.BENCH_SCALE_PNG ?? (only.length ? "" : join(__dirname, "..", "..", "docs", "bench-scale.png"));
