@@ -206,26 +206,25 @@ async function main(): Promise<void> {
     }
     if (datasetSteps.length && steadyRequests > 0) {
       const etag = (await get("/v1/datasets", dsKey)).headers.get("etag") ?? "";
-      const kinds: Record<string, () => Promise<Response>> = {
-        "/health": () => fetch(new URL("/health", baseUrl)),
-        "authenticated 400 (auth + rate limit only)": () => get("/v1/datasets/resources_suppliers/csv?limit=x", dsKey),
-        "listing 304": () => get("/v1/datasets", dsKey, { "if-none-match": etag }),
-      };
-      const expected: Record<string, number> = { "/health": 200, "authenticated 400 (auth + rate limit only)": 400, "listing 304": 304 };
-      const times = new Map<string, number[]>(Object.keys(kinds).map((k) => [k, []]));
+      // /health first: the table's ratios are to it.
+      const kinds = [
+        { measure: "/health", status: 200, send: () => fetch(new URL("/health", baseUrl)) },
+        { measure: "authenticated 400 (auth + rate limit only)", status: 400, send: () => get("/v1/datasets/resources_suppliers/csv?limit=x", dsKey) },
+        { measure: "listing 304", status: 304, send: () => get("/v1/datasets", dsKey, { "if-none-match": etag }) },
+      ].map((kind) => ({ ...kind, times: [] as number[] }));
       const perRound = Math.max(1, Math.floor(steadyRequests / 5));
       for (let round = 0; round < 5; round++) {
-        for (const [measure, send] of Object.entries(kinds)) {
+        for (const kind of kinds) {
           for (let i = 0; i < perRound; i++) {
             const t = process.hrtime.bigint();
-            const res = await send();
+            const res = await kind.send();
             await res.arrayBuffer();
-            if (res.status !== expected[measure]) throw new Error(`steady ${measure}: HTTP ${res.status}`);
-            if (round > 0 || i >= 50) times.get(measure)?.push(ms(t));
+            if (res.status !== kind.status) throw new Error(`steady ${kind.measure}: HTTP ${res.status}`);
+            if (round > 0 || i >= 50) kind.times.push(ms(t));
           }
         }
       }
-      for (const [measure, xs] of times) steady.push({ measure, ms: median(xs) });
+      for (const kind of kinds) steady.push({ measure: kind.measure, ms: median(kind.times) });
       const health = steady[0].ms;
       for (const s of steady) log(`steady state, ${datasetSteps.at(-1)} datasets: ${s.measure} ${s.ms.toFixed(3)} ms (${(s.ms / health).toFixed(2)}× /health)`);
     }

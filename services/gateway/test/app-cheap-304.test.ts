@@ -7,7 +7,7 @@
 import { request } from "undici";
 import { createMetrics, Errors } from "@exportsvc/common";
 import { ListingCache, type OrganizationListingState } from "@exportsvc/datasets";
-import { auth, ORGANIZATION_ID, startHarness, type Harness } from "./support/harness";
+import { auth, eventually, ORGANIZATION_ID, startHarness, type Harness } from "./support/harness";
 import { EARLY_WORK_PER_ORGANIZATION } from "../src/http/access-control";
 
 const ETAG = '"v-settled"';
@@ -85,7 +85,7 @@ it("reads the listing state while the request is being admitted, and answers onl
   try {
     const before = stateCalls.length;
     const pending = listing(ETAG);
-    await until(() => stateCalls.length > before);
+    await eventually(() => stateCalls.length > before);
     // The statement ran; the request is still waiting for its admission.
     let answered = false;
     void pending.then(() => (answered = true));
@@ -109,12 +109,12 @@ it("starts a burst's statements before admission only up to the guard's early-wo
   try {
     const before = stateCalls.length;
     const burst = Array.from({ length: 5 }, () => listing(ETAG));
-    await until(() => stateCalls.length >= before + EARLY_WORK_PER_ORGANIZATION);
+    await eventually(() => stateCalls.length >= before + EARLY_WORK_PER_ORGANIZATION);
     await new Promise((resolve) => setTimeout(resolve, 20));
     expect(stateCalls.length).toBe(before + EARLY_WORK_PER_ORGANIZATION);
     admit();
     // The rest run after admission.
-    await until(() => stateCalls.length === before + 5);
+    await eventually(() => stateCalls.length === before + 5);
     answerStatements();
     expect((await Promise.all(burst)).map((r) => r.status)).toEqual([304, 304, 304, 304, 304]);
   } finally {
@@ -143,11 +143,6 @@ it("starts no statement before admission for an organization refused within its 
   expect((await listing(ETAG)).status).toBe(304);
   expect(stateCalls.length).toBe(before + 1);
 });
-
-async function until(condition: () => boolean): Promise<void> {
-  for (let i = 0; i < 500 && !condition(); i++) await new Promise((resolve) => setTimeout(resolve, 2));
-  expect(condition()).toBe(true);
-}
 
 async function notModifiedCount(decidedBy: string): Promise<number> {
   const line = (await metrics.registry.metrics()).split("\n").find((l) => l.startsWith(`listing_not_modified_total{decided_by="${decidedBy}"}`));

@@ -86,14 +86,14 @@ export function createGuard(authenticator: Authenticator, rateLimiter: RateLimit
       const inFlight = earlyInFlight.get(organizationId) ?? 0;
       if (inFlight >= EARLY_WORK_PER_ORGANIZATION || recentlyRefused(organizationId)) return undefined;
       earlyInFlight.set(organizationId, inFlight + 1);
+      const settled = () => settleEarly(organizationId);
       let started: Promise<T>;
       try {
         started = work();
       } catch (err) {
-        settleEarly(organizationId);
+        settled();
         throw err;
       }
-      const settled = () => settleEarly(organizationId);
       started.then(settled, settled);
       return started;
     },
