@@ -113,7 +113,8 @@ async function main(): Promise<void> {
   if (!databaseUrl) {
     const port = ports["embedded PostgreSQL"];
     process.stdout.write(`DATABASE_URL is unset: starting an embedded PostgreSQL on port ${port}\n`);
-    embedded = await startEmbeddedPostgres(join(DATA_DIR, "pg"), port).catch((err: unknown) => {
+    // The shutdown below stops the services first and the cluster last: the package must not stop it at the signal.
+    embedded = await startEmbeddedPostgres(join(DATA_DIR, "pg"), port, undefined, { callerHandlesSignals: true }).catch((err: unknown) => {
       throw new StartError(`the embedded PostgreSQL (EMBEDDED_PG_PORT ${port}) did not start: ${describe(err)}`);
     });
     process.stdout.write(`embedded PostgreSQL: data in ${relative(ROOT, embedded.dataDir).startsWith("..") ? embedded.dataDir : relative(ROOT, embedded.dataDir)}\n`);

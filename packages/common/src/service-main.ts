@@ -18,7 +18,8 @@ export interface ServiceMainOptions<Config, Service extends StoppableService> {
 
 /**
  * A service process's main (src/main.ts): configuration (fail fast), then the service; SIGTERM or
- * SIGINT stops it gracefully, flushes traces and exits (1 when the stop failed).
+ * SIGINT stops it gracefully, flushes traces and exits (1 when the stop failed). Further signals
+ * during the stop change nothing (it is bounded by the service's own SHUTDOWN_GRACE_MS).
  *
  * Tracing is not started here: the service's src/tracing.ts starts it, loaded by
  * `node --import` before main.ts, so that instrumentation patches grpc-js, pg and koa as they are
@@ -31,7 +32,12 @@ export function runService<Config, Service extends StoppableService>(options: Se
     const telemetry = activeTelemetry();
     if (!telemetry) log.warn(`tracing was not preloaded: start with node --import <services/${options.name}>/src/tracing (docs/observability.md)`);
     const service = await options.start(config, log);
+    let stopping = false;
     const onSignal = (signal: NodeJS.Signals) => {
+      // One stop per process: a Ctrl-C reaches every process of the terminal's group, and the
+      // parent (npm start) then sends its own SIGTERM; a second stop would log into closed logs.
+      if (stopping) return;
+      stopping = true;
       log.info({ signal }, "stopping");
       service
         .stop()
@@ -44,8 +50,8 @@ export function runService<Config, Service extends StoppableService>(options: Se
           },
         );
     };
-    process.once("SIGTERM", onSignal);
-    process.once("SIGINT", onSignal);
+    process.on("SIGTERM", onSignal);
+    process.on("SIGINT", onSignal);
   });
 }
 

@@ -15,9 +15,9 @@ interface Outcome {
 
 /**
  * Runs the fixture as services run (`node --import <tracing> main`, through tsx), or without the
- * tracing preload; once it logs that it is ready, sends `signal` (if any).
+ * tracing preload; once it logs that it is ready, sends `signal` (if any; several 100 ms apart).
  */
-function runFixture(mode: string, signal?: NodeJS.Signals, preload = true): Promise<Outcome> {
+function runFixture(mode: string, signal?: NodeJS.Signals | NodeJS.Signals[], preload = true): Promise<Outcome> {
   const env: NodeJS.ProcessEnv = { ...process.env, RUN_SERVICE_FIXTURE: mode, OTEL_TRACES_EXPORTER: "console", OTEL_SERVICE_NAME: "" };
   const args = ["--import", "tsx", ...(preload ? ["--import", TRACING] : []), FIXTURE];
   return new Promise((resolve, reject) => {
@@ -27,7 +27,7 @@ function runFixture(mode: string, signal?: NodeJS.Signals, preload = true): Prom
     child.stdout.on("data", (chunk: Buffer) => {
       stdout += chunk.toString("utf8");
       if (signal && stdout.includes("fixture ready")) {
-        child.kill(signal);
+        [signal].flat().forEach((s, i) => setTimeout(() => child.kill(s), i * 100));
         signal = undefined;
       }
     });
@@ -73,6 +73,18 @@ describe("runService", () => {
     async () => {
       const { code, stdout } = await runFixture("normal", "SIGINT");
       expect(stdout).toContain("service stopped");
+      expect(code).toBe(0);
+    },
+    CHILD_PROCESS_TIMEOUT,
+  );
+
+  it(
+    "stops once when a second signal arrives during the stop (Ctrl-C reaches the process group, then the parent's SIGTERM)",
+    async () => {
+      const { code, stdout, stderr } = await runFixture("slow-stop", ["SIGINT", "SIGTERM"]);
+      expect(stdout.split("\n").filter((line) => line === "service stopped")).toHaveLength(1);
+      expect(logMessages(stdout)).toEqual(["fixture ready", "stopping"]);
+      expect(stderr).toBe("");
       expect(code).toBe(0);
     },
     CHILD_PROCESS_TIMEOUT,

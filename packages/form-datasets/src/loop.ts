@@ -169,10 +169,7 @@ export function startMaintenanceLoop(pool: Pool, opts: MaintenanceLoopOptions = 
       client.on("notification", (msg) => {
         if (msg.channel === CHANGES_CHANNEL) wake();
       });
-      client.on("error", (err) => {
-        onError(err);
-        dropListener(true);
-      });
+      client.on("error", onListenerError);
       await client.query(`LISTEN ${CHANGES_CHANNEL}`);
       // Changes committed before LISTEN took effect are picked up by this pass.
       wake();
@@ -182,11 +179,20 @@ export function startMaintenanceLoop(pool: Pool, opts: MaintenanceLoopOptions = 
     }
   };
 
+  // Only while the loop runs: after stop() the connection is back in the pool (or gone), and what
+  // happens to it (a database shutting down) is no failed pass.
+  const onListenerError = (err: Error) => {
+    if (stopped) return;
+    onError(err);
+    dropListener(true);
+  };
+
   const dropListener = (reconnect: boolean) => {
     const client = listener;
     listener = null;
     if (client) {
       client.removeAllListeners("notification");
+      client.off("error", onListenerError);
       client.release(true);
     }
     if (reconnect && !stopped && !reconnectTimer) {
@@ -215,6 +221,7 @@ export function startMaintenanceLoop(pool: Pool, opts: MaintenanceLoopOptions = 
         listener = null;
         client.removeAllListeners("notification");
         await client.query(`UNLISTEN ${CHANGES_CHANNEL}`).catch(() => undefined);
+        client.off("error", onListenerError);
         client.release();
       }
       await running;

@@ -1,4 +1,4 @@
-import { Client, type Pool } from "pg";
+import { Client, Pool } from "pg";
 import { buildPageQuery, CursorCodec, CursorKeyring, loadRegistryEntry, pageHorizon, rowShape, STORED_CURSOR_COLUMN } from "@exportsvc/datasets";
 import { testDatabaseUrl } from "../../../test/support/db";
 import { hash8 } from "@exportsvc/naming";
@@ -756,6 +756,37 @@ describe("maintenance loop wake-ups", () => {
     } finally {
       open();
       await loop.stop();
+    }
+  });
+});
+
+describe("maintenance loop shutdown", () => {
+  it("after stop, an error on what was the listener's connection (the database shutting down) is no failed pass", async () => {
+    const orgId = await createTestOrganization(pool);
+    const applicationName = `loop-stop-${process.pid}-${Date.now()}`;
+    // A pool of its own: its connections are terminated below.
+    const own = new Pool({ connectionString: testDatabaseUrl(), max: 2, application_name: applicationName });
+    own.on("error", () => undefined);
+    const errors: unknown[] = [];
+    const loop = startMaintenanceLoop(own, { pollIntervalMs: 600_000, organizationId: orgId, onError: (err) => errors.push(err) });
+    const listenerPid = async () =>
+      (
+        await pool.query<{ pid: number }>("SELECT pid FROM pg_stat_activity WHERE application_name = $1 AND query LIKE 'LISTEN %'", [applicationName])
+      ).rows[0]?.pid;
+    try {
+      let pid: number | undefined;
+      for (let i = 0; i < 200 && pid === undefined; i++) {
+        pid = await listenerPid();
+        if (pid === undefined) await new Promise((r) => setTimeout(r, 50));
+      }
+      expect(pid).toBeDefined();
+      await loop.stop();
+      await pool.query("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = $1", [applicationName]);
+      await new Promise((r) => setTimeout(r, 300));
+      expect(errors).toEqual([]);
+    } finally {
+      await loop.stop();
+      await own.end().catch(() => undefined);
     }
   });
 });
