@@ -37,7 +37,7 @@ import { shapeFingerprint, type ColumnSpec } from "@exportsvc/datasets";
 import { createPool, migrate } from "@exportsvc/db";
 import { startStack, type RunningStack } from "../lib/stack";
 import { freePort } from "../lib/ports";
-import { processCpuMs } from "../lib/process-cpu";
+import { processCpuMs } from "../lib/proc-stat";
 import { BENCH_DATASET, generateSuppliers, SUPPLIER_TABLES_VACUUM } from "./dataset";
 import { measureHttp } from "./measure";
 import { renderVegaLitePng } from "./plot";
@@ -86,7 +86,7 @@ async function main(): Promise<void> {
   const keyHashSecret = randomBytes(24).toString("base64url");
   let stack: RunningStack | undefined;
   const points: Point[] = [];
-  const steady: { measure: string; ms: number; gatewayCpuMs?: number }[] = [];
+  const steady: { measure: string; ms: number; gatewayCpuMs: number }[] = [];
   const record = (p: Point) => {
     points.push(p);
     log(`${p.dimension} ${p.n}: ${p.metric} ${p.value.toFixed(p.value < 100 ? 2 : 0)}`);
@@ -214,12 +214,14 @@ async function main(): Promise<void> {
         { measure: "/health", status: 200, send: () => fetch(new URL("/health", baseUrl)) },
         { measure: "authenticated 400 (auth + rate limit only)", status: 400, send: () => get("/v1/datasets/resources_suppliers/csv?limit=x", dsKey) },
         { measure: "listing 304", status: 304, send: () => get("/v1/datasets", dsKey, { "if-none-match": etag }) },
-      ].map((kind) => ({ ...kind, times: [] as number[], gatewayCpuMs: 0 as number | undefined }));
+      ].map((kind) => ({ ...kind, times: [] as number[], gatewayCpuMs: 0 }));
       const gatewayPid = stack.processes.gateway.pid;
+      // NaN where /proc cannot tell: the table then shows no CPU figures.
+      const gatewayCpu = () => processCpuMs(gatewayPid) ?? NaN;
       const perRound = Math.max(1, Math.floor(steadyRequests / 5));
       for (let round = 0; round < 5; round++) {
         for (const kind of kinds) {
-          const cpuBefore = processCpuMs(gatewayPid);
+          const cpuBefore = gatewayCpu();
           for (let i = 0; i < perRound; i++) {
             const t = process.hrtime.bigint();
             const res = await kind.send();
@@ -227,14 +229,12 @@ async function main(): Promise<void> {
             if (res.status !== kind.status) throw new Error(`steady ${kind.measure}: HTTP ${res.status}`);
             if (round > 0 || i >= 50) kind.times.push(ms(t));
           }
-          const cpuAfter = processCpuMs(gatewayPid);
-          const spent = cpuBefore === undefined || cpuAfter === undefined ? undefined : cpuAfter - cpuBefore;
           // The first round warms the JIT: its CPU is not counted.
-          if (round > 0) kind.gatewayCpuMs = kind.gatewayCpuMs === undefined || spent === undefined ? undefined : kind.gatewayCpuMs + spent;
+          if (round > 0) kind.gatewayCpuMs += gatewayCpu() - cpuBefore;
         }
       }
       for (const kind of kinds) {
-        steady.push({ measure: kind.measure, ms: median(kind.times), gatewayCpuMs: kind.gatewayCpuMs === undefined ? undefined : kind.gatewayCpuMs / (4 * perRound) });
+        steady.push({ measure: kind.measure, ms: median(kind.times), gatewayCpuMs: kind.gatewayCpuMs / (4 * perRound) });
       }
       const health = steady[0].ms;
       for (const s of steady) log(`steady state, ${datasetSteps.at(-1)} datasets: ${s.measure} ${s.ms.toFixed(3)} ms (${(s.ms / health).toFixed(2)}× /health)`);
@@ -298,7 +298,7 @@ async function main(): Promise<void> {
   process.stdout.write(growthTable(points));
   if (steady.length) {
     const cpu = (s: (typeof steady)[number]) =>
-      s.gatewayCpuMs === undefined || steady[0].gatewayCpuMs === undefined ? "– | –" : `${s.gatewayCpuMs.toFixed(3)} | ${(s.gatewayCpuMs / steady[0].gatewayCpuMs).toFixed(2)}`;
+      Number.isNaN(s.gatewayCpuMs) ? "– | –" : `${s.gatewayCpuMs.toFixed(3)} | ${(s.gatewayCpuMs / steady[0].gatewayCpuMs).toFixed(2)}`;
     const lines = ["", "| steady state (interleaved) | ms | × /health | gateway CPU ms per request | × /health |", "|---|---:|---:|---:|---:|"];
     for (const s of steady) lines.push(`| ${s.measure} | ${s.ms.toFixed(3)} | ${(s.ms / steady[0].ms).toFixed(2)} | ${cpu(s)} |`);
     process.stdout.write(`${lines.join("\n")}\n`);

@@ -5,10 +5,11 @@
  */
 import { spawn, type ChildProcess } from "node:child_process";
 import { randomBytes } from "node:crypto";
-import { readFileSync, readdirSync } from "node:fs";
+import { readdirSync } from "node:fs";
 import { createServer, type Server } from "node:net";
 import { join } from "node:path";
 import { testDatabaseUrl } from "../support/db";
+import { procStatFields } from "../../scripts/lib/proc-stat";
 
 const ROOT = join(__dirname, "..", "..");
 const START_TIMEOUT = 240_000;
@@ -49,13 +50,8 @@ function descendants(root: number): number[] {
   const parent = new Map<number, number>();
   for (const entry of readdirSync("/proc")) {
     if (!/^\d+$/.test(entry)) continue;
-    try {
-      const stat = readFileSync(`/proc/${entry}/stat`, "utf8");
-      const ppid = Number(stat.slice(stat.lastIndexOf(")") + 2).split(" ")[1]);
-      parent.set(Number(entry), ppid);
-    } catch {
-      /* exited meanwhile */
-    }
+    const fields = procStatFields(Number(entry));
+    if (fields) parent.set(Number(entry), Number(fields[1])); // else exited meanwhile
   }
   const found: number[] = [];
   const walk = (pid: number) => {
@@ -66,12 +62,8 @@ function descendants(root: number): number[] {
 }
 
 const alive = (pid: number) => {
-  try {
-    const stat = readFileSync(`/proc/${pid}/stat`, "utf8");
-    return stat.slice(stat.lastIndexOf(")") + 2)[0] !== "Z";
-  } catch {
-    return false;
-  }
+  const state = procStatFields(pid)?.[0];
+  return state !== undefined && state !== "Z";
 };
 
 function listen(): Promise<{ server: Server; port: number }> {

@@ -1,6 +1,6 @@
 import { spawn } from "node:child_process";
 import { once } from "node:events";
-import { processCpuMs } from "../../scripts/lib/process-cpu";
+import { processCpuMs } from "../../scripts/lib/proc-stat";
 
 const onLinux = process.platform === "linux" ? describe : describe.skip;
 
