@@ -3,7 +3,7 @@ import { copyFileSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { parse, stringify } from "yaml";
-import { exposedSeriesNames, parsePromql } from "./promql";
+import { alertRulesWithDefaultValues, exposedSeriesNames, parsePromql } from "./promql";
 import { repoPath } from "./kustomize";
 
 /**
@@ -32,10 +32,6 @@ interface PromtoolCase {
 
 const alerts = (parse(readFileSync(join(CHART, "rules", "alerts.yaml"), "utf8")) as { rules: AlertRule[] }[]).flatMap((g) => g.rules);
 const cases = (parse(readFileSync(CASES, "utf8")) as { tests: PromtoolCase[] }).tests;
-const chartRuleValues = (parse(readFileSync(join(CHART, "values.yaml"), "utf8")) as {
-  prometheusRule: { runbookBaseUrl: string; undeclaredWriterHoldSeconds: number };
-}).prometheusRule;
-const runbookBaseUrl = chartRuleValues.runbookBaseUrl.replace(/\/$/, "");
 
 const promtoolVersion = spawnSync("promtool", ["--version"], { encoding: "utf8" });
 const hasPromtool = promtoolVersion.status === 0;
@@ -73,9 +69,7 @@ describe("alert rules under promtool test rules", () => {
       throw new Error(`promtool is not installed (${promtoolVersion.error?.message ?? "promtool --version failed"}): install Debian's prometheus package`);
     }
     const dir = mkdtempSync(join(tmpdir(), "alert-rules-"));
-    const rendered = readFileSync(join(CHART, "rules", "alerts.yaml"), "utf8").replaceAll("__RUNBOOK_BASE_URL__", runbookBaseUrl)
-      .replaceAll("__UNDECLARED_WRITER_HOLD_SECONDS__", String(chartRuleValues.undeclaredWriterHoldSeconds));
-    writeFileSync(join(dir, "rules.yaml"), stringify({ groups: parse(rendered) }));
+    writeFileSync(join(dir, "rules.yaml"), stringify({ groups: parse(alertRulesWithDefaultValues()) }));
     copyFileSync(CASES, join(dir, "cases.yaml"));
     const result = spawnSync("promtool", ["test", "rules", "cases.yaml"], { cwd: dir, encoding: "utf8" });
     rmSync(dir, { recursive: true, force: true });

@@ -3,7 +3,7 @@ import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "no
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { parse, stringify } from "yaml";
-import { exposedSeriesNames, parsePromql, substituteGrafanaVariables } from "./promql";
+import { alertRulesSource, alertRulesWithDefaultValues, chartRuleValues, exposedSeriesNames, parsePromql, substituteGrafanaVariables } from "./promql";
 import { kubectlKustomize, repoPath } from "./kustomize";
 
 interface AlertRule {
@@ -25,14 +25,10 @@ interface Panel {
 }
 
 const CHART = repoPath("charts", "dataset-export");
-const rulesText = readFileSync(join(CHART, "rules", "alerts.yaml"), "utf8");
-const defaultValues = parse(readFileSync(join(CHART, "values.yaml"), "utf8")) as {
-  prometheusRule: { runbookBaseUrl: string; undeclaredWriterHoldSeconds: number };
-};
+const rulesText = alertRulesSource();
+const defaultValues = { prometheusRule: chartRuleValues() };
 /** rules/alerts.yaml as the chart's prometheusrule.yaml template inserts it with the default values. */
-const renderedRulesText = rulesText
-  .replaceAll("__RUNBOOK_BASE_URL__", defaultValues.prometheusRule.runbookBaseUrl)
-  .replaceAll("__UNDECLARED_WRITER_HOLD_SECONDS__", String(defaultValues.prometheusRule.undeclaredWriterHoldSeconds));
+const renderedRulesText = alertRulesWithDefaultValues();
 const groups = parse(rulesText) as RuleGroup[];
 const alerts = groups.flatMap((g) => g.rules);
 const renderedAlerts = (parse(renderedRulesText) as RuleGroup[]).flatMap((g) => g.rules);

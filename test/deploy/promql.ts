@@ -1,4 +1,7 @@
 import { parser } from "@prometheus-io/lezer-promql";
+import { readFileSync } from "node:fs";
+import { join } from "node:path";
+import { parse } from "yaml";
 import { createMetrics } from "@exportsvc/common";
 
 export interface ParsedQuery {
@@ -41,4 +44,28 @@ export async function exposedSeriesNames(): Promise<Set<string>> {
     if (type === "summary") ["_sum", "_count"].forEach((s) => names.add(metric.name + s));
   }
   return names;
+}
+
+/** The chart's rules/alerts.yaml and values.yaml (prometheusRule) as the chart reads them. */
+const CHART_DIR = join(__dirname, "..", "..", "charts", "dataset-export");
+export const alertRulesSource = (): string => readFileSync(join(CHART_DIR, "rules", "alerts.yaml"), "utf8");
+export interface ChartRuleValues {
+  runbookBaseUrl: string;
+  undeclaredWriterHoldSeconds: number;
+  maintenanceLagSeconds: number;
+}
+export const chartRuleValues = (): ChartRuleValues =>
+  (parse(readFileSync(join(CHART_DIR, "values.yaml"), "utf8")) as { prometheusRule: ChartRuleValues }).prometheusRule;
+
+/**
+ * rules/alerts.yaml with its placeholders replaced as templates/prometheusrule.yaml does with the
+ * default values (forDuration and rangeWindow are empty by default: every `for:` and range as
+ * written), without running helm; the helm render itself is compared in helm-chart.test.ts.
+ */
+export function alertRulesWithDefaultValues(): string {
+  const values = chartRuleValues();
+  return alertRulesSource()
+    .replaceAll("__RUNBOOK_BASE_URL__", values.runbookBaseUrl.replace(/\/$/, ""))
+    .replaceAll("__UNDECLARED_WRITER_HOLD_SECONDS__", String(values.undeclaredWriterHoldSeconds))
+    .replaceAll("__MAINTENANCE_LAG_SECONDS__", String(values.maintenanceLagSeconds));
 }
