@@ -14,8 +14,8 @@ import { join, relative } from "node:path";
 import { inspect } from "node:util";
 import { createPool, migrate, startEmbeddedPostgres, type EmbeddedDatabase } from "@exportsvc/db";
 import { seedDemo } from "@exportsvc/exportctl";
-import { describePortOwner, freePort, portIsFree } from "./lib/ports";
-import { startStack, type ServiceName } from "./lib/stack";
+import { DEFAULT_METRICS_PORT, METRICS_PORT_ORDER, describePortOwner, freePort, portFromEnv, portIsFree } from "./lib/ports";
+import { startStack } from "./lib/stack";
 
 const ROOT = join(__dirname, "..");
 const DATA_DIR = join(ROOT, ".data");
@@ -44,14 +44,6 @@ function saveDevState(state: DevState): void {
 
 class StartError extends Error {}
 
-function portFromEnv(name: string, def: number): number {
-  const raw = process.env[name];
-  if (raw === undefined || raw === "") return def;
-  const n = Number(raw);
-  if (!Number.isInteger(n) || n < 0 || n > 65535) throw new StartError(`${name} must be a TCP port (0-65535; 0 = any free port), got '${raw}'`);
-  return n;
-}
-
 interface PortPlan {
   variable: string;
   what: string;
@@ -63,13 +55,13 @@ interface PortPlan {
  * taken stops the start before anything runs, naming the variable and the process that holds it.
  */
 async function planPorts(embeddedPostgres: boolean): Promise<Record<string, number>> {
-  const metricsBase = portFromEnv("METRICS_PORT", 9464);
+  const metricsBase = portFromEnv("METRICS_PORT", DEFAULT_METRICS_PORT);
   const wanted: PortPlan[] = [
     { variable: "PORT", what: "gateway HTTP", port: portFromEnv("PORT", 8080) },
     { variable: "CATALOG_GRPC_PORT", what: "catalog gRPC", port: portFromEnv("CATALOG_GRPC_PORT", 50052) },
     { variable: "EXPORT_GRPC_PORT", what: "export gRPC", port: portFromEnv("EXPORT_GRPC_PORT", 50053) },
     { variable: "SCHEMA_GRPC_PORT", what: "schema gRPC", port: portFromEnv("SCHEMA_GRPC_PORT", 50054) },
-    ...(["gateway", "catalog", "export", "schema"] as ServiceName[]).map((service, i) => ({
+    ...METRICS_PORT_ORDER.map((service, i) => ({
       variable: "METRICS_PORT",
       what: `${service} metrics`,
       port: metricsBase === 0 ? 0 : metricsBase + i,

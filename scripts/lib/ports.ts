@@ -77,3 +77,16 @@ export function describePortOwner(port: number): string | undefined {
   }
   return undefined;
 }
+
+/** A port variable (PORT, METRICS_PORT, …): its value, `def` when unset; 0 means any free port. */
+export function portFromEnv(name: string, def: number, env: NodeJS.ProcessEnv = process.env): number {
+  const raw = env[name];
+  if (raw === undefined || raw === "") return def;
+  const n = Number(raw);
+  if (!Number.isInteger(n) || n < 0 || n > 65535) throw new Error(`${name} must be a TCP port (0-65535; 0 = any free port), got '${raw}'`);
+  return n;
+}
+
+/** `npm start` serves the services' /metrics on METRICS_PORT (default 9464) and the next three, in this order. */
+export const METRICS_PORT_ORDER = ["gateway", "catalog", "export", "schema"] as const;
+export const DEFAULT_METRICS_PORT = 9464;

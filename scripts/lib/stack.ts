@@ -35,6 +35,7 @@ const ORDER: ServiceName[] = ["schema", "catalog", "export", "gateway"];
 
 export interface RunningStack {
   baseUrl: string;
+  ports: StackPorts;
   processes: Record<ServiceName, ChildProcess>;
   logs: Record<ServiceName, string[]>;
   stop(signal?: NodeJS.Signals): Promise<void>;
@@ -183,5 +184,5 @@ export async function startStack(opts: StackOptions, timeoutMs = 60_000): Promis
     await stop(opts.signal?.aborted ? "SIGTERM" : "SIGKILL");
     throw err;
   }
-  return { baseUrl, processes, logs, stop, restart };
+  return { baseUrl, ports: opts.ports, processes, logs, stop, restart };
 }

@@ -3,6 +3,7 @@ import type { Pool } from "pg";
 import { generateApiKey, hashApiKeySecret } from "@exportsvc/common";
 import { seedDemo } from "@exportsvc/exportctl";
 import { startStack, type RunningStack, type ServiceName } from "../../scripts/lib/stack";
+import { createPool } from "@exportsvc/db";
 import { testDatabaseUrl, testPool } from "./db";
 import { freePort } from "./ports";
 
@@ -25,13 +26,16 @@ export interface E2E {
 export interface E2EOptions {
   env?: Record<string, string>;
   serviceEnv?: Partial<Record<ServiceName, Record<string, string>>>;
+  /** A database of the test's own (migrated), seeded and served instead of the run's. */
   databaseUrl?: string;
+  /** Instead of REDIS_URL (e.g. a throwaway redis-server the test stops). */
+  redisUrl?: string;
 }
 
 /** Seeds the demo organization into the run's database and starts the four services as processes. */
 export async function startE2E(opts: E2EOptions = {}): Promise<E2E> {
   const keyHashSecret = randomBytes(16).toString("hex");
-  const pool = testPool();
+  const pool = opts.databaseUrl ? createPool({ connectionString: opts.databaseUrl, max: 4 }) : testPool();
   const demo = await seedDemo(pool, { keyHashSecret });
   // The demo organization may have been seeded by an earlier suite of this run with another secret.
   const demoKey = demo.secret ? { secret: demo.secret } : await issueKeyInto(pool, keyHashSecret, demo.organizationId);
@@ -39,7 +43,7 @@ export async function startE2E(opts: E2EOptions = {}): Promise<E2E> {
     const ports = await Promise.all(Array.from({ length: 8 }, freePort));
     return startStack({
       databaseUrl: opts.databaseUrl ?? testDatabaseUrl(),
-      redisUrl: process.env.REDIS_URL || undefined,
+      redisUrl: opts.redisUrl ?? (process.env.REDIS_URL || undefined),
       keyHashSecret,
       cursorKeys: `7:${randomBytes(24).toString("base64")}`,
       ports: {
