@@ -4,10 +4,12 @@ set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
 cd "$root/packages/proto"
 export PATH="$root/node_modules/.bin:$PATH"
+# The buf CLI (130 MB) is not in `npm install`: installed on first use at its pinned version.
+buf="$(node --import tsx "$root/scripts/tools/on-demand.ts" --bin @bufbuild/buf buf)"
 if [ "${1:-}" = "--check" ]; then
   tmp="$(mktemp -d)"; trap 'rm -rf "$tmp"' EXIT
   cp -r src/gen "$tmp/before"
-  rm -rf src/gen && buf generate
+  rm -rf src/gen && "$buf" generate
   if ! diff -r "$tmp/before" src/gen >/dev/null; then
     echo "packages/proto/src/gen is stale: run npm run proto:gen and commit the result" >&2
     diff -r "$tmp/before" src/gen | head -40 >&2
@@ -15,6 +17,6 @@ if [ "${1:-}" = "--check" ]; then
   fi
   echo "generated protobuf code is current"
 else
-  rm -rf src/gen && buf generate
-  (cd "$root/proto" && buf lint)
+  rm -rf src/gen && "$buf" generate
+  (cd "$root/proto" && "$buf" lint)
 fi

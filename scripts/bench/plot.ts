@@ -4,10 +4,12 @@
  * browser, no canvas build).
  */
 import { writeFileSync } from "node:fs";
+import { PLOT_PACKAGES, linkOnDemandPackage } from "../tools/on-demand";
 
 export async function renderVegaLitePng(spec: Record<string, unknown>, pngPath: string, width = 1400): Promise<void> {
   // ESM-only packages (their typings need the bundler/node16 resolution this repo does not use),
   // loaded from this CommonJS script at run time.
+  PLOT_PACKAGES.forEach(linkOnDemandPackage); // not in npm install: installed on first use
   const load = (name: string) => import(name) as Promise<any>; // eslint-disable-line @typescript-eslint/no-explicit-any
   const vegaLite = await load("vega-lite");
   const vega = await load("vega");

@@ -32,6 +32,7 @@ import { generateSuppliers } from "./dataset";
 import { envInt as num, log, secondsSince } from "./helpers";
 import { measureHttp, type Measurement } from "./measure";
 import { newBenchCursorKeys, startBenchStack } from "./stack";
+import { linkOnDemandPackage } from "../tools/on-demand";
 
 /** A fresh database on DATABASE_URL's server; drop() always drops it (the source database is kept with BENCH_KEEP=1 below). */
 const database = (name: string) => provisionDatabase(name, { keep: false });
@@ -71,6 +72,7 @@ interface SyncMeasurement extends Measurement {
 }
 
 async function measureSync(name: string, baseUrl: string, apiKey: string, dataset: string, kind: "postgres" | "sqlite", sampleRss = false): Promise<SyncMeasurement> {
+  if (kind === "sqlite") linkOnDemandPackage("better-sqlite3"); // not in npm install: installed on first use
   const dir = kind === "sqlite" ? mkdtempSync(join(tmpdir(), "bench-sync-")) : undefined;
   const pg = kind === "postgres" ? await database("exportsvc_bench_sync_copy") : undefined;
   const url = pg ? pg.url : `sqlite:${join(dir!, "copy.db")}`;

@@ -28,7 +28,7 @@ export function prometheusMissing(bin = prometheusBinary()): string | undefined 
  * (e.g. prometheusRule.forDuration=5s), as a Prometheus rule file.
  */
 export function renderChartRules(helm: string, setValues: Record<string, string | number> = {}, extraArgs: string[] = []): string {
-  const sets = Object.entries(setValues).flatMap(([key, value]) => ["--set-string", `${key}=${value}`]);
+  const sets = Object.entries(setValues).flatMap(([key, value]) => ["--set", `${key}=${value}`]);
   const objects = helmTemplate(helm, [...DEFAULT_VALUE_ARGS, "--show-only", "templates/prometheusrule.yaml", ...sets, ...extraArgs]);
   const rule = objects.find((o) => o.kind === "PrometheusRule") as { spec?: { groups?: unknown[] } } | undefined;
   if (!rule?.spec?.groups) throw new Error("the chart rendered no PrometheusRule with groups (prometheusRule.enabled=false?)");

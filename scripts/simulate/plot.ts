@@ -1,5 +1,6 @@
 import { writeFileSync } from "node:fs";
 import type { InjectedFault } from "./faults";
+import { PLOT_PACKAGES, linkOnDemandPackage } from "../tools/on-demand";
 
 /**
  * The run's plot: sync lag of every row version that reached the copy (seconds, over the run's
@@ -7,6 +8,7 @@ import type { InjectedFault } from "./faults";
  * vega renders SVG, resvg turns it into the PNG.
  */
 export async function plotRun(file: string, opts: { startedAt: number; lagPoints: { t: number; lagMs: number; org: string }[]; faults: InjectedFault[]; title: string }): Promise<void> {
+  PLOT_PACKAGES.forEach(linkOnDemandPackage); // not in npm install: installed on first use
   // vega and vega-lite are ES modules only.
   const vega = await import("vega");
   // vega-lite's types sit behind package "exports" (not read by this repository's node10 resolution).

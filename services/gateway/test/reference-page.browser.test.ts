@@ -6,6 +6,7 @@
 import { existsSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
+import "../../../test/support/linked/playwright-core";
 import { chromium, type Browser } from "playwright-core";
 import { ERROR_CODES } from "../src/openapi/document";
 import { startHarness, type Harness } from "./support/harness";

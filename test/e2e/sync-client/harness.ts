@@ -8,6 +8,7 @@ import { randomBytes } from "node:crypto";
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
+import "../../support/linked/better-sqlite3";
 import Database from "better-sqlite3";
 import { Client } from "pg";
 import { createDatabase, dropDatabase } from "@exportsvc/db";
