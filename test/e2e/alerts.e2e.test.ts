@@ -105,6 +105,8 @@ describeWithPrometheus("alerts in a real Prometheus, each under its real cause",
     e2e = await startE2E({
       databaseUrl,
       redisUrl: `redis://127.0.0.1:${redisPort}`,
+      // Four services, a Prometheus and a PostgreSQL of its own on a shared machine: start-up may be slow.
+      startTimeoutMs: 180_000,
       // The limits the contract states (the e2e default lifts the window limit).
       env: { RATE_LIMIT_PER_WINDOW: "600", REDIS_COMMAND_TIMEOUT_MS: "500" },
       serviceEnv: {

@@ -30,6 +30,8 @@ export interface E2EOptions {
   databaseUrl?: string;
   /** Instead of REDIS_URL (e.g. a throwaway redis-server the test stops). */
   redisUrl?: string;
+  /** How long the services may take to become ready (default 60 s). */
+  startTimeoutMs?: number;
 }
 
 /** Seeds the demo organization into the run's database and starts the four services as processes. */
@@ -55,7 +57,7 @@ export async function startE2E(opts: E2EOptions = {}): Promise<E2E> {
       },
       env: { RATE_LIMIT_PER_WINDOW: "100000", ...(opts.env ?? {}) },
       serviceEnv: opts.serviceEnv,
-    });
+    }, opts.startTimeoutMs);
   });
   const apiKey = demoKey.secret;
   return {
