@@ -40,7 +40,7 @@ async function newOrganization(pool: Pool, keyHashSecret: string, name: string):
   return { organizationId, secret: key.secret };
 }
 
-/** Pages through the dataset with the spec's loop; returns each page's latency (request to last byte), in ms. */
+/** Pages through the dataset with the loop of docs/contract.md §4; returns each page's latency (request to last byte), in ms. */
 async function exportAll(baseUrl: string, secret: string, limit: number): Promise<{ latencies: number[]; rows: number }> {
   const latencies: number[] = [];
   let rows = 0;

@@ -21,7 +21,7 @@ describe("ListDatasets", () => {
     await pool.end();
   });
 
-  it("lists the fixed datasets in order with display names only where the spec has them", async () => {
+  it("lists the fixed datasets in order with display names only where the contract has them (docs/contract.md §3)", async () => {
     const org = await createTestOrganization(pool);
     const { datasets } = await list(org);
     expect(datasets.map((d) => d.key)).toEqual(FIXED_DATASETS.map((d) => d.key));
