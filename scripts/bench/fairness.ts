@@ -24,6 +24,7 @@ import { envInt as num, log } from "./helpers";
 import { startStack } from "../lib/stack";
 import { openStalledReaders, runningCopies, seedLargeSuppliers, waitUntil } from "../lib/stalled-readers";
 import { freePort } from "../../test/support/ports";
+import { runAsScript } from "../lib/run-script";
 
 const DB_NAME = "exportsvc_bench_fairness";
 
@@ -149,7 +150,4 @@ async function main() {
   }
 }
 
-main().catch((err) => {
-  process.stderr.write(`bench failed: ${err instanceof Error ? (err.stack ?? err.message) : String(err)}\n`);
-  process.exit(1);
-});
+runAsScript(module, main, "bench:fairness");

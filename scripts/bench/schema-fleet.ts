@@ -20,6 +20,7 @@ import { startMaintenanceLoop } from "@exportsvc/form-datasets";
 import { DEFAULT_SYNCERS, RegistrySyncWorker } from "@exportsvc/schema";
 import { provisionDatabase } from "./database";
 import { envInt as num, log, secondsSince as seconds } from "./helpers";
+import { runAsScript } from "../lib/run-script";
 
 async function main(): Promise<void> {
   const orgs = num("BENCH_FLEET_ORGS", 1000);
@@ -111,7 +112,4 @@ async function main(): Promise<void> {
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
-main().catch((err) => {
-  process.stderr.write(`${err instanceof Error ? err.stack : String(err)}\n`);
-  process.exit(1);
-});
+runAsScript(module, main, "bench:schema-fleet");

@@ -29,6 +29,7 @@ import { declaredWriterApplicationName } from "@exportsvc/common";
 import { provisionDatabase } from "./database";
 import { envInt, log } from "./helpers";
 import { listingHorizon, pageHorizon, SERVICE_APPLICATION_NAMES } from "@exportsvc/datasets";
+import { runAsScript } from "../lib/run-script";
 
 /** These settings may be 0 (e.g. no other sessions). */
 const num = (name: string, def: number) => envInt(name, def, 0);
@@ -178,7 +179,4 @@ async function main(): Promise<void> {
   }
 }
 
-main().catch((err) => {
-  process.stderr.write(`${(err as Error).stack ?? err}\n`);
-  process.exit(1);
-});
+runAsScript(module, main, "bench:horizon");
