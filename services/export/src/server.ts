@@ -8,6 +8,7 @@ import { exportCsvHandler, type ExportDependencies } from "./handlers/export-csv
 import { exportDeletionsHandler } from "./handlers/export-deletions";
 import { SiteCounts } from "./site-counts";
 import { FormIdHints } from "./visibility";
+import { exposeExportSeries } from "./metrics-series";
 
 /** A site count is read again after a minute: it only chooses between two equal renderings (site-counts.ts). */
 const SITE_COUNT_TTL_MS = 60_000;
@@ -53,6 +54,7 @@ export async function start(config: ExportConfig, options: StartOptions = {}): P
     implement: (metrics) => {
       if (readPool) metrics.exposeReplicaFallbacks("page");
       metrics.exposeFormPages();
+      exposeExportSeries(metrics);
       const deps: ExportDependencies = {
         pool,
         codec: new CursorCodec({ keyring: config.CURSOR_KEYS, version: options.cursorVersion }),
