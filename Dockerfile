@@ -1,7 +1,7 @@
 # syntax=docker/dockerfile:1
 #
 # One image per service from one Dockerfile:
-#   docker build --target gateway|catalog|export|schema \
+#   docker build --target service --build-arg SERVICE=gateway|catalog|export|schema \
 #     --build-arg IMAGE_TAG=1.4.0 --build-arg GIT_COMMIT=$(git rev-parse HEAD) \
 #     --build-arg BUILD_DATE=$(date -u +%Y-%m-%dT%H:%M:%SZ) -t dataset-export-<service>:1.4.0 .
 # Every image also carries the operator CLI (dist/exportctl.js) and the SQL migrations, so the
@@ -92,29 +92,15 @@ LABEL org.opencontainers.image.title="dataset-export" \
 # Numeric uid/gid (the image's `node` user) so Kubernetes can verify runAsNonRoot. Files are
 # root-owned and read-only to it: the root filesystem can be mounted read-only.
 USER 1000:1000
-# Prometheus scrape port of every service (METRICS_PORT).
-EXPOSE 9464
 # node is PID 1: the services handle SIGTERM themselves (graceful drain, SHUTDOWN_GRACE_MS).
 # dist/tracing.js is preloaded so that tracing runs before main.js loads what it instruments.
 # --heap-growing-percent=100: see SERVICE_NODE_FLAGS in scripts/lib/stack.ts (docs/deployment.md, "Node flags").
 CMD ["node", "--enable-source-maps", "--heap-growing-percent=100", "--import", "./dist/tracing.js", "dist/main.js"]
 
-FROM runtime AS gateway
-COPY --from=build --chown=0:0 /src/services/gateway/dist/main.js /src/services/gateway/dist/main.js.map /src/services/gateway/dist/tracing.js /src/services/gateway/dist/tracing.js.map ./dist/
-LABEL org.opencontainers.image.title="dataset-export-gateway"
-EXPOSE 8080
-
-FROM runtime AS catalog
-COPY --from=build --chown=0:0 /src/services/catalog/dist/main.js /src/services/catalog/dist/main.js.map /src/services/catalog/dist/tracing.js /src/services/catalog/dist/tracing.js.map ./dist/
-LABEL org.opencontainers.image.title="dataset-export-catalog"
-EXPOSE 50052
-
-FROM runtime AS export
-COPY --from=build --chown=0:0 /src/services/export/dist/main.js /src/services/export/dist/main.js.map /src/services/export/dist/tracing.js /src/services/export/dist/tracing.js.map ./dist/
-LABEL org.opencontainers.image.title="dataset-export-export"
-EXPOSE 50053
-
-FROM runtime AS schema
-COPY --from=build --chown=0:0 /src/services/schema/dist/main.js /src/services/schema/dist/main.js.map /src/services/schema/dist/tracing.js /src/services/schema/dist/tracing.js.map ./dist/
-LABEL org.opencontainers.image.title="dataset-export-schema"
-EXPOSE 50054
+# Every service image, from this one stage: SERVICE (gateway, catalog, export or schema) picks the
+# bundle; a SERVICE without a bundle fails the COPY. The ports a service listens on are its
+# configuration (PORT, GRPC_PORT, METRICS_PORT; the chart's containerPorts), not the image's.
+FROM runtime AS service
+ARG SERVICE
+COPY --from=build --chown=0:0 /src/services/${SERVICE}/dist/main.js /src/services/${SERVICE}/dist/main.js.map /src/services/${SERVICE}/dist/tracing.js /src/services/${SERVICE}/dist/tracing.js.map ./dist/
+LABEL org.opencontainers.image.title="dataset-export-${SERVICE}"

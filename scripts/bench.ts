@@ -29,6 +29,7 @@ import { startBenchStack } from "./bench/stack";
 import { provisionDatabase } from "./bench/database";
 import { envInt as num, log } from "./bench/helpers";
 import { measureGrpc, measureHttp, measureRawCopy, payloadPosition, UnsignedCursorCodec, type Measurement } from "./bench/measure";
+import { runAsScript } from "./lib/run-script";
 
 async function best(runs: number, measure: () => Promise<Measurement>): Promise<Measurement> {
   let winner: Measurement | undefined;
@@ -119,7 +120,4 @@ async function main() {
   }
 }
 
-main().catch((err) => {
-  process.stderr.write(`bench failed: ${err instanceof Error ? (err.stack ?? err.message) : String(err)}\n`);
-  process.exit(1);
-});
+runAsScript(module, main, "bench");

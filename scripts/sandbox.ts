@@ -10,6 +10,7 @@ import { applyDocument, seedDemo } from "@exportsvc/exportctl";
 import { OrgChurn, runChurn } from "./simulate/churn";
 import { startCluster } from "./simulate/cluster";
 import { FaultInjector, faultSchedule } from "./simulate/faults";
+import { runAsScript } from "./lib/run-script";
 
 const number = (min: number, max: number) => (raw: string) => {
   const n = Number(raw);
@@ -27,7 +28,8 @@ const program = new Command("sandbox")
 program.parse();
 const o = program.opts();
 
-async function main(): Promise<void> {
+/** Runs until SIGINT or SIGTERM; resolves with the exit code once the sandbox has stopped. */
+async function main(): Promise<number> {
   const log = (line: string) => process.stderr.write(`sandbox: ${line}\n`);
   const cluster = await startCluster({ log, redis: true, gatewayPort: o.port });
   const keyHashSecret = (cluster.stack as unknown as { keyHashSecret: string }).keyHashSecret;
@@ -57,6 +59,8 @@ async function main(): Promise<void> {
       "",
     ].join("\n"),
   );
+  let stopped!: (code: number) => void;
+  const done = new Promise<number>((resolve) => (stopped = resolve));
   const shutdown = async () => {
     if (stopping) return;
     stopping = true;
@@ -66,13 +70,11 @@ async function main(): Promise<void> {
     await cluster.close();
     const changes = Object.values(churn.counters.changes).reduce((a, b) => a + b, 0);
     process.stderr.write(`stopped after ${changes} changes\n`);
-    process.exit(0);
+    stopped(0);
   };
   process.on("SIGINT", shutdown);
   process.on("SIGTERM", shutdown);
+  return done;
 }
 
-main().catch((err) => {
-  process.stderr.write(`npm run sandbox failed: ${err instanceof Error ? err.message : String(err)}\n`);
-  process.exit(1);
-});
+runAsScript(module, main, "npm run sandbox");

@@ -24,6 +24,7 @@ import { envInt as num, log } from "./helpers";
 import { startStack } from "../lib/stack";
 import { openStalledReaders, runningCopies, seedLargeSuppliers, waitUntil } from "../lib/stalled-readers";
 import { freePort } from "../../test/support/ports";
+import { runAsScript } from "../lib/run-script";
 
 const DB_NAME = "exportsvc_bench_fairness";
 
@@ -40,7 +41,7 @@ async function newOrganization(pool: Pool, keyHashSecret: string, name: string):
   return { organizationId, secret: key.secret };
 }
 
-/** Pages through the dataset with the spec's loop; returns each page's latency (request to last byte), in ms. */
+/** Pages through the dataset with the loop of docs/contract.md §4; returns each page's latency (request to last byte), in ms. */
 async function exportAll(baseUrl: string, secret: string, limit: number): Promise<{ latencies: number[]; rows: number }> {
   const latencies: number[] = [];
   let rows = 0;
@@ -149,7 +150,4 @@ async function main() {
   }
 }
 
-main().catch((err) => {
-  process.stderr.write(`bench failed: ${err instanceof Error ? (err.stack ?? err.message) : String(err)}\n`);
-  process.exit(1);
-});
+runAsScript(module, main, "bench:fairness");

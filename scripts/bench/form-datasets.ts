@@ -39,6 +39,7 @@ import { Pool } from "pg";
 import { provisionDatabase } from "./database";
 import { envInt as num, log, median, msSince as ms } from "./helpers";
 import { buildDataset, createIndexesSql, DEFAULT_REBUILD_PARALLELISM, startMaintenanceLoop, type DatasetPlan, type FormField } from "@exportsvc/form-datasets";
+import { runAsScript } from "../lib/run-script";
 
 const f = (type: string, key: string, extra: Partial<FormField> = {}): FormField => ({ id: randomUUID(), key, label: key, type, ...extra });
 
@@ -304,7 +305,4 @@ async function measureLag(pool: Pool, url: string, orgId: string, operatorFieldI
   };
 }
 
-main().catch((err) => {
-  process.stderr.write(`${err instanceof Error ? err.stack : String(err)}\n`);
-  process.exit(1);
-});
+runAsScript(module, main, "bench:forms");

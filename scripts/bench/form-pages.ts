@@ -42,6 +42,7 @@ import { provisionDatabase } from "./database";
 import { envInt, log, median, msSince } from "./helpers";
 import { httpPageTimings, measureGrpc, measureHttp, measureRawCopy, payloadPosition, type Measurement } from "./measure";
 import { newBenchCursorKeys, startBenchStack } from "./stack";
+import { runAsScript } from "../lib/run-script";
 
 const f = (type: string, key: string, extra: Partial<FormField> = {}): FormField => ({ id: randomUUID(), key, label: key, type, ...extra });
 
@@ -321,7 +322,4 @@ async function measureScenario(
   log(`  HTTP page (median of ${pages.n}): ${pages.firstByteMs.toFixed(1)} ms to the first byte, ${pages.totalMs.toFixed(1)} ms to the last\n`);
 }
 
-main().catch((err) => {
-  process.stderr.write(`${err instanceof Error ? err.stack : String(err)}\n`);
-  process.exit(1);
-});
+runAsScript(module, main, "bench:form-pages");

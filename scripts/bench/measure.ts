@@ -141,7 +141,7 @@ export async function measureGrpc(address: string, organizationId: string, datas
  * (c) Optional: the public HTTP endpoint (gateway in front), when a base URL and key are given. The
  * client is node:http on one keep-alive connection, reading the body as Buffers: `fetch` (WHATWG
  * streams) spent 2-3 µs of CPU per row in the bench process, on the same two cores as the services
- * it measures (docs/benchmarks.md, "Stored cursors").
+ * it measures (docs/benchmarks-history.md, "Stored cursors").
  */
 export async function measureHttp(baseUrl: string, apiKey: string, datasetKey: string, limit: number, gzip = false): Promise<Measurement> {
   const agent = new http.Agent({ keepAlive: true, maxSockets: 1 });

@@ -27,6 +27,7 @@ import { Pool } from "pg";
 import { migrate } from "@exportsvc/db";
 import { provisionDatabase } from "./database";
 import { compareWithWithout, envInt as num, log, msSince } from "./helpers";
+import { runAsScript } from "../lib/run-script";
 
 interface Measured {
   table: "submissions" | "products" | "sites";
@@ -126,7 +127,4 @@ async function main(): Promise<void> {
   }
 }
 
-main().catch((err) => {
-  process.stderr.write(`${err instanceof Error ? err.stack : String(err)}\n`);
-  process.exit(1);
-});
+runAsScript(module, main, "bench:rewrites");

@@ -41,6 +41,7 @@ import { processCpuMs } from "../lib/proc-stat";
 import { BENCH_DATASET, generateSuppliers, SUPPLIER_TABLES_VACUUM } from "./dataset";
 import { measureHttp } from "./measure";
 import { renderVegaLitePng } from "./plot";
+import { runAsScript } from "../lib/run-script";
 
 const big = process.env.BENCH_SCALE_BIG === "1";
 const steps = (name: string, small: number[], full: number[]) => {
@@ -364,7 +365,4 @@ function chartSpec(points: Point[]): Record<string, unknown> {
   };
 }
 
-main().catch((err) => {
-  process.stderr.write(`${err instanceof Error ? err.stack : String(err)}\n`);
-  process.exit(1);
-});
+runAsScript(module, main, "bench:scale");

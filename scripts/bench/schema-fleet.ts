@@ -20,6 +20,8 @@ import { startMaintenanceLoop } from "@exportsvc/form-datasets";
 import { DEFAULT_SYNCERS, RegistrySyncWorker } from "@exportsvc/schema";
 import { provisionDatabase } from "./database";
 import { envInt as num, log, secondsSince as seconds } from "./helpers";
+import { runAsScript } from "../lib/run-script";
+import { SERVICE_APPLICATION_NAME } from "@exportsvc/datasets";
 
 async function main(): Promise<void> {
   const orgs = num("BENCH_FLEET_ORGS", 1000);
@@ -33,7 +35,7 @@ async function main(): Promise<void> {
   const db = await provisionDatabase(`exportsvc_bench_fleet_${process.pid}`);
   const databaseUrl = db.url;
   const maxConcurrency = Math.max(...concurrencies);
-  const pool = createPool({ connectionString: databaseUrl, max: maxConcurrency * 2 + 2, applicationName: "schema" });
+  const pool = createPool({ connectionString: databaseUrl, max: maxConcurrency * 2 + 2, applicationName: SERVICE_APPLICATION_NAME.schema });
   try {
     await migrate(pool);
     const seedStart = process.hrtime.bigint();
@@ -111,7 +113,4 @@ async function main(): Promise<void> {
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
-main().catch((err) => {
-  process.stderr.write(`${err instanceof Error ? err.stack : String(err)}\n`);
-  process.exit(1);
-});
+runAsScript(module, main, "bench:schema-fleet");

@@ -33,6 +33,7 @@ import { envInt as num, log, secondsSince } from "./helpers";
 import { measureHttp, type Measurement } from "./measure";
 import { newBenchCursorKeys, startBenchStack } from "./stack";
 import { linkOnDemandPackage } from "../tools/on-demand";
+import { runAsScript } from "../lib/run-script";
 
 /** A fresh database on DATABASE_URL's server; drop() always drops it (the source database is kept with BENCH_KEEP=1 below). */
 const database = (name: string) => provisionDatabase(name, { keep: false });
@@ -221,7 +222,4 @@ async function main() {
   }
 }
 
-main().catch((err) => {
-  process.stderr.write(`bench:sync failed: ${err instanceof Error ? (err.stack ?? err.message) : String(err)}\n`);
-  process.exit(1);
-});
+runAsScript(module, main, "bench:sync");

@@ -26,6 +26,7 @@ import { provisionDatabase } from "./database";
 import { compareWithWithout, envInt as num, log, msSince } from "./helpers";
 import { generateSuppliers, BENCH_DATASET } from "./dataset";
 import { measureRawCopy, payloadPosition, type Measurement } from "./measure";
+import { runAsScript } from "../lib/run-script";
 
 /**
  * One bulk delete of the form's submissions, rolled back; milliseconds. A VACUUM first removes what
@@ -104,7 +105,4 @@ async function main(): Promise<void> {
   }
 }
 
-main().catch((err) => {
-  process.stderr.write(`${err instanceof Error ? err.stack : String(err)}\n`);
-  process.exit(1);
-});
+runAsScript(module, main, "bench:tombstones");

@@ -28,7 +28,8 @@ import { createPool, migrate } from "@exportsvc/db";
 import { declaredWriterApplicationName } from "@exportsvc/common";
 import { provisionDatabase } from "./database";
 import { envInt, log } from "./helpers";
-import { listingHorizon, pageHorizon, SERVICE_APPLICATION_NAMES } from "@exportsvc/datasets";
+import { listingHorizon, pageHorizon, SERVICE_APPLICATION_NAME, SERVICE_APPLICATION_NAMES } from "@exportsvc/datasets";
+import { runAsScript } from "../lib/run-script";
 
 /** These settings may be 0 (e.g. no other sessions). */
 const num = (name: string, def: number) => envInt(name, def, 0);
@@ -123,7 +124,7 @@ async function main(): Promise<void> {
   const formCount = Math.max(1, num("BENCH_FORMS", 20));
   const calls = Math.max(1, num("BENCH_CALLS", 400));
   const db = await provisionDatabase("exportsvc_bench_horizon", { benchDatabaseUrl: true });
-  const pool = createPool({ connectionString: db.url, max: 2, applicationName: "exportsvc-export" });
+  const pool = createPool({ connectionString: db.url, max: 2, applicationName: SERVICE_APPLICATION_NAME.export });
   const sessions: Client[] = [];
   try {
     await migrate(pool);
@@ -178,7 +179,4 @@ async function main(): Promise<void> {
   }
 }
 
-main().catch((err) => {
-  process.stderr.write(`${(err as Error).stack ?? err}\n`);
-  process.exit(1);
-});
+runAsScript(module, main, "bench:horizon");

@@ -29,9 +29,9 @@ for service in "${SERVICES[@]}"; do
   image="$IMAGE_REPO-$service:$tag"
   note "$image (FROM $base_image)" >&2
   start=$SECONDS
-  # Layers are cached (podman's default): the stages all four targets share are built once.
+  # Layers are cached (podman's default): the stages all four images share are built once.
   pm build --network host --layers \
-    --target "$service" \
+    --target service --build-arg SERVICE="$service" \
     --build-arg NODE_IMAGE="$base_image" \
     --build-arg IMAGE_TAG="$tag" \
     --build-arg GIT_COMMIT="$commit" \

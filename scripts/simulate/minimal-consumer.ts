@@ -1,5 +1,5 @@
 /**
- * STAND-IN CONSUMER: a minimal loop of the specification's loader rules, used by the simulator
+ * STAND-IN CONSUMER: a minimal loop of the loader rules of docs/contract.md §4, used by the simulator
  * until the reference sync client (`packages/sync-client`, `dataset-sync watch`) exists; then
  * `--consumer sync-client` replaces it (see consumer.ts). Keep it minimal: it is not the product.
  *

@@ -1,6 +1,6 @@
 /**
  * Conformance, black-box over HTTP: custom attribute values that do not fit their type export as an
- * empty cell (only that cell), per the spec's custom attribute table.
+ * empty cell (only that cell), per the custom attribute table of docs/contract.md §8.
  */
 import { randomUUID } from "node:crypto";
 import { startE2E, type E2E } from "../support/fixture";

@@ -1,8 +1,8 @@
 /**
- * Conformance: what a changeToken promises (spec: "Same token: none of the dataset's own records
+ * Conformance: what a changeToken promises (docs/contract.md §3: "Same token: none of the dataset's own records
  * changed, so the CSV call may be skipped"; docs/catalog.md, "What a changeToken promises").
  *
- * A loader that follows the specification to the letter (skip the CSV call while the token is
+ * A loader that follows docs/contract.md §3 to the letter (skip the CSV call while the token is
  * unchanged, page from the stored cursor to a short page otherwise, then store the token) must end
  * with every committed edit, whatever other sessions do meanwhile. Reproduces issue 18: an edit
  * committed while another transaction was open moved the token, the page from the cursor held the
@@ -23,7 +23,7 @@ describe("conformance: a changeToken never runs ahead of the CSV", () => {
   }, 120_000);
   afterAll(() => e2e?.stop());
 
-  /** The loader of the specification: token-gated incremental sync of one dataset into a map. */
+  /** The loader of docs/contract.md §3–§4: token-gated incremental sync of one dataset into a map. */
   class SpecLoader {
     token?: string;
     cursor?: string;

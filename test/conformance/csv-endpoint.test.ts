@@ -1,5 +1,5 @@
 /**
- * Conformance, black-box over HTTP against the started stack: one test per row of the spec's
+ * Conformance, black-box over HTTP against the started stack: one test per row of docs/contract.md §10's
  * CSV-endpoint parameter table and of the error table rows that concern parameters and cursors.
  */
 import { startE2E, type E2E } from "../support/fixture";

@@ -1,6 +1,6 @@
 /**
- * Conformance, black-box over HTTP: form datasets. The spec's "Form datasets: naming" and "Form
- * datasets: columns", decisions.md "columns per field type", the lifecycle of a form dataset
+ * Conformance, black-box over HTTP: form datasets. docs/contract.md §6 "Form datasets: naming" and §7 "Form
+ * datasets: columns" ("Columns per field type"), the lifecycle of a form dataset
  * (submissions added, edited, deleted; forms renamed, republished, deleted; a blank site time zone)
  * and tenant isolation. Read-only checks use the demo organization; every test that changes data
  * uses an organization of its own.
@@ -15,7 +15,7 @@ import { problem } from "./helpers";
 
 const DEMO_FORM_KEYS = ["supplier_audit", "supplier_audit__findings", "supplier_audit__findings__actions", "temperature_check"];
 
-/** The spec's naming rule, as an oracle for names below 63 characters. */
+/** The naming rule of docs/contract.md §6, as an oracle for names below 63 characters. */
 const normalize = (raw: string) => raw.toLowerCase().replace(/[\s-]/g, "_").replace(/[^a-z0-9_]/g, "").replace(/_+/g, "_");
 const HASHED = /_[0-9a-z]{8}$/;
 
@@ -85,7 +85,7 @@ describe("conformance: form datasets", () => {
       expect(demoDataset("supplier_audit__findings__actions").childDatasets).toEqual([]);
     });
 
-    it("column labels follow the spec's patterns for every multi-column field type", () => {
+    it("column labels follow the patterns of docs/contract.md §7 for every multi-column field type", () => {
       const audit = demoDataset("supplier_audit");
       const temp = demoDataset("temperature_check");
       const actions = demoDataset("supplier_audit__findings__actions");
@@ -109,7 +109,7 @@ describe("conformance: form datasets", () => {
       }
     });
 
-    it("submission datasets start with the envelope columns and types of decisions.md, then the fields, then _cursor", () => {
+    it("submission datasets start with the envelope columns and types of docs/contract.md §7, then the fields, then _cursor", () => {
       for (const key of ["supplier_audit", "temperature_check"]) {
         const d = demoDataset(key);
         const envelope = d.columns.slice(0, ENVELOPE_COLUMNS.length).map((c) => [c.key, c.dataType]);
@@ -138,7 +138,7 @@ describe("conformance: form datasets", () => {
       }
     });
 
-    it("columns per field type (decisions.md): keys and dataTypes", () => {
+    it("columns per field type (docs/contract.md §7): keys and dataTypes", () => {
       const types = (d: ListedDataset) => Object.fromEntries(d.columns.map((c) => [c.key, c.dataType]));
       expect(types(demoDataset("temperature_check"))).toMatchObject({
         unit_name: "text", notes: "text", escalation_email: "text", escalation_phone: "text", check_time: "text",
@@ -160,7 +160,7 @@ describe("conformance: form datasets", () => {
       expect(demoDataset("supplier_audit__findings").columns.map((c) => c.key)).not.toContain("actions");
     });
 
-    it("columns per field type (decisions.md): values", async () => {
+    it("columns per field type (docs/contract.md §7): values", async () => {
       const audit = (await demoRows("supplier_audit")).find((r) => r.record_id === "SA-1")!;
       expect(audit.result).toBe("Minor findings"); // select: the option's label
       expect([audit.scope__haccp, audit.scope__allergens, audit.scope__traceability]).toEqual(["t", "f", "t"]);

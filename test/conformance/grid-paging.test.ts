@@ -1,7 +1,7 @@
 /**
  * Conformance, black-box over HTTP: paging of form datasets, grid datasets above all. Spec: the CSV
  * endpoint's parameter table (afterRowIndex, limit, from/to), the error table rows about
- * afterRowIndex, "Form datasets: columns" (row_index); decisions.md "Paging" and the grid columns.
+ * afterRowIndex, "Form datasets: columns" (row_index); docs/contract.md §4 and §7 (grid columns).
  * The data is an organization of its own with known modification times, several submissions sharing
  * one, grids nested two deep and submissions without grid rows.
  */

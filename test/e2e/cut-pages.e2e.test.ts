@@ -5,6 +5,9 @@
  * which curl reports as an error.
  */
 import { spawn, spawnSync } from "node:child_process";
+import { existsSync, mkdtempSync, statSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
 import { startE2E, type E2E } from "../support/fixture";
 import { runningCopies, seedLargeSuppliers, waitUntil } from "../../scripts/lib/stalled-readers";
 
@@ -42,10 +45,13 @@ describe("cut pages over HTTP/1.0 and HTTP/1.1", () => {
 
   itWithCurl("over HTTP/1.1 a page cut by a killed export service makes curl fail (no final chunk)", async () => {
     // curl reads slowly (rate-limited), so the page is still streaming when the export service dies.
-    const reading = curl(["-sS", "--http1.1", "--limit-rate", "2M", "-o", "/dev/null", "-H", `Authorization: Bearer ${org.secret}`, `${e2e.baseUrl}/v1/datasets/resources_suppliers/csv?limit=5000`]);
+    const body = join(mkdtempSync(join(tmpdir(), "cut-page-")), "page.csv");
+    const reading = curl(["-sS", "--http1.1", "--limit-rate", "2M", "-o", body, "-H", `Authorization: Bearer ${org.secret}`, `${e2e.baseUrl}/v1/datasets/resources_suppliers/csv?limit=5000`]);
     await waitUntil(async () => (await runningCopies(e2e.pool, org.organizationId)) > 0, "the page to be streaming");
-    // Past the 64 KiB head (the 200 is committed); at 2 MB/s the 40 MB page is far from its end.
-    await new Promise((r) => setTimeout(r, 1500));
+    // Past the 64 KiB head (the 200 is committed): curl has written more than that of the body. At
+    // 2 MB/s the 40 MB page is far from its end.
+    const received = () => (existsSync(body) ? statSync(body).size : 0);
+    await waitUntil(async () => received() > 128 * 1024, "curl to have received more than the page's head");
     e2e.stack.processes.export.kill("SIGKILL");
     const res = await reading;
     expect(res.code).not.toBe(0);

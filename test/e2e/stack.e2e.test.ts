@@ -1,6 +1,6 @@
 /**
  * End to end: the four services as separate processes, HTTP to the gateway, the demo organization.
- * Pages every dataset to the end with the spec's cursor loop at several limits and checks counts,
+ * Pages every dataset to the end with the cursor loop of docs/contract.md §4 at several limits and checks counts,
  * order, duplicates, the CSV dialect and every value's type against the listing.
  */
 import { startE2E, type E2E } from "../support/fixture";
@@ -39,7 +39,7 @@ describe("end to end over HTTP", () => {
     return (await res.json()) as ListedDataset[];
   }
 
-  /** The spec's loop: no cursor, then the last row's _cursor, until a page has fewer rows than the limit. */
+  /** The loop of docs/contract.md §4: no cursor, then the last row's _cursor, until a page has fewer rows than the limit. */
   async function pageToEnd(ds: ListedDataset, limit: number) {
     const all: Record<string, string>[] = [];
     let cursor: string | undefined;

@@ -19,7 +19,7 @@ export function parseCsvPage(body: Buffer): CsvPage {
   return { header, rows: data.map((r) => Object.fromEntries(header.map((h, i) => [h, r[i]]))), raw: text };
 }
 
-/** Text forms of each dataType (decisions.md); an empty cell is always allowed (NULL). */
+/** Text forms of each dataType (docs/contract.md §5); an empty cell is always allowed (NULL). */
 export const VALUE_PATTERNS: Record<string, RegExp> = {
   uuid: /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/,
   number: /^-?\d+(\.\d+)?$/,

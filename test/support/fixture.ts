@@ -20,6 +20,8 @@ export interface E2E {
   issueKey(organizationId: string, opts?: { expiresAt?: Date; revoked?: boolean }): Promise<{ id: string; secret: string }>;
   /** A new organization with a key; enabled unless told otherwise. */
   newOrganization(opts?: { enabled?: boolean }): Promise<{ organizationId: string; secret: string }>;
+  /** Each service's Prometheus endpoint (`http://127.0.0.1:<METRICS_PORT>/metrics`). */
+  metricsUrls: Record<ServiceName, string>;
   stop(): Promise<void>;
 }
 
@@ -41,8 +43,10 @@ export async function startE2E(opts: E2EOptions = {}): Promise<E2E> {
   const demo = await seedDemo(pool, { keyHashSecret });
   // The demo organization may have been seeded by an earlier suite of this run with another secret.
   const demoKey = demo.secret ? { secret: demo.secret } : await issueKeyInto(pool, keyHashSecret, demo.organizationId);
+  let metricsPorts!: Record<ServiceName, number>;
   const stack = await startWithFreshPorts(async () => {
     const ports = await Promise.all(Array.from({ length: 8 }, freePort));
+    metricsPorts = { gateway: ports[4], catalog: ports[5], export: ports[6], schema: ports[7] };
     return startStack({
       databaseUrl: opts.databaseUrl ?? testDatabaseUrl(),
       redisUrl: opts.redisUrl ?? (process.env.REDIS_URL || undefined),
@@ -53,11 +57,12 @@ export async function startE2E(opts: E2EOptions = {}): Promise<E2E> {
         catalog: ports[1],
         export: ports[2],
         schema: ports[3],
-        metrics: { gateway: ports[4], catalog: ports[5], export: ports[6], schema: ports[7] },
+        metrics: metricsPorts,
       },
       env: { RATE_LIMIT_PER_WINDOW: "100000", ...(opts.env ?? {}) },
       serviceEnv: opts.serviceEnv,
-    }, opts.startTimeoutMs);
+      // Generous by default: four processes compiling TypeScript on a loaded machine; a service that fails exits first.
+    }, opts.startTimeoutMs ?? 150_000);
   });
   const apiKey = demoKey.secret;
   return {
@@ -67,6 +72,7 @@ export async function startE2E(opts: E2EOptions = {}): Promise<E2E> {
     apiKey,
     organizationId: demo.organizationId,
     keyHashSecret,
+    metricsUrls: Object.fromEntries(Object.entries(metricsPorts).map(([name, port]) => [name, `http://127.0.0.1:${port}/metrics`])) as Record<ServiceName, string>,
     get: (path, headers = {}) => fetch(`${stack.baseUrl}${path}`, { headers: { Authorization: `Bearer ${apiKey}`, ...headers } }),
     issueKey: (organizationId, o) => issueKeyInto(pool, keyHashSecret, organizationId, o),
     newOrganization: async (o = {}) => {

@@ -1,7 +1,7 @@
 /**
  * Helpers for black-box tests of form datasets over HTTP: an organization of one's own loaded
  * through `applyDocument`, listing look-ups, bounded polling for the schema service's asynchronous
- * maintenance, and the spec's paging loop.
+ * maintenance, and the paging loop of docs/contract.md §4.
  */
 import { randomUUID } from "node:crypto";
 import { applyDocument, type ApplyDocumentInput, type FieldInput } from "@exportsvc/exportctl";
@@ -76,7 +76,7 @@ export interface FormOrganization {
   waitForDataset(key: string, until?: (d: ListedDataset) => boolean): Promise<ListedDataset>;
   /** One CSV page of `key`; fails on anything but 200. */
   page(key: string, params?: Params): Promise<CsvPage>;
-  /** The whole dataset with the spec's loop at `limit`. */
+  /** The whole dataset with the loop of docs/contract.md §4 at `limit`. */
   pageAll(key: string, limit?: number): Promise<{ rows: Row[]; pages: CsvPage[] }>;
 }
 
@@ -118,7 +118,7 @@ export async function formOrganization(e2e: E2E, doc?: ApplyBody): Promise<FormO
   return org;
 }
 
-/** The spec's loop: no cursor, then the last row's `_cursor`, until a page has fewer rows than `limit`. */
+/** The loop of docs/contract.md §4: no cursor, then the last row's `_cursor`, until a page has fewer rows than `limit`. */
 export async function pageAll(fetchPage: (params: Params) => Promise<CsvPage>, limit: number): Promise<{ rows: Row[]; pages: CsvPage[] }> {
   const rows: Row[] = [];
   const pages: CsvPage[] = [];

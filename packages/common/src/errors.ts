@@ -89,7 +89,7 @@ export function quoteInput(value: string): string {
 
 /**
  * The catalogue of errors: every errorCode a client can see, with its status and title. Titles are
- * the spec's; codes are the spec's and decisions.md's. The factories below and the OpenAPI
+ * docs/contract.md §10's; so are the codes. The factories below and the OpenAPI
  * document's error list (services/gateway/src/openapi/document.ts) are both derived from it.
  */
 export const ERROR_CATALOGUE = {

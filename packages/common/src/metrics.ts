@@ -385,6 +385,15 @@ export class ServiceMetrics {
   }
 }
 
+/**
+ * Exposes each label set of a labelled counter at 0. A counter series born at its first increment
+ * shows no increase() and no rate() until its second, so an alert on it stays empty (not 0) and the
+ * first event never fires it: the service that records a counter starts every label set it knows.
+ */
+export function countFromZero<L extends string>(counter: Counter<L>, labelSets: ReadonlyArray<Partial<Record<L, string>>>): void {
+  for (const labels of labelSets) counter.inc(labels, 0);
+}
+
 export function createMetrics(options: MetricsOptions = {}): ServiceMetrics {
   return new ServiceMetrics(options);
 }

@@ -24,10 +24,22 @@ function runFixture(mode: string, signal?: NodeJS.Signals | NodeJS.Signals[], pr
     const child = spawn(process.execPath, args, { cwd: ROOT, env });
     let stdout = "";
     let stderr = "";
+    let waitingForStop = false;
     child.stdout.on("data", (chunk: Buffer) => {
       stdout += chunk.toString("utf8");
-      if (signal && stdout.includes("fixture ready")) {
-        [signal].flat().forEach((s, i) => setTimeout(() => child.kill(s), i * 100));
+      // The first signal once the service is ready; each further one once the stop has begun (it is
+      // logged), so a second signal always lands during the stop however slowly the child runs.
+      const signals = [signal ?? []].flat();
+      if (signals.length > 0 && stdout.includes("fixture ready")) {
+        child.kill(signals[0]);
+        signal = signals.length > 1 ? signals.slice(1) : undefined;
+        if (signal) waitingForStop = true;
+      }
+    });
+    child.stdout.on("data", () => {
+      if (waitingForStop && stdout.includes('"msg":"stopping"')) {
+        waitingForStop = false;
+        for (const s of [signal ?? []].flat()) child.kill(s);
         signal = undefined;
       }
     });

@@ -125,7 +125,7 @@ export const FIXED_DATASETS: FixedDatasetDefinition[] = [
 
 export const FIXED_DATASETS_BY_KEY: ReadonlyMap<string, FixedDatasetDefinition> = new Map(FIXED_DATASETS.map((d) => [d.key, d]));
 
-/** Column type of a custom attribute (spec: "Custom attribute type" table). */
+/** Column type of a custom attribute (docs/contract.md §8, "Custom attribute type" table). */
 export function attributeDataType(type: AttributeType | string): DataType {
   switch (type) {
     case "Number":

@@ -18,11 +18,21 @@ import type { Queryable } from "./registry";
  */
 
 /**
- * application_name of the service's own sessions. They never stamp source rows: exports, key checks
- * and listings only read (the catalog's floor upsert writes no source row); the schema service writes
- * registry rows and materialized form tables, governed by the pending change log instead.
+ * The PostgreSQL application_name of each service's sessions, written once: the services name their
+ * pools with it, and the horizon ignores these sessions. They never stamp source rows: exports, key
+ * checks and listings only read (the catalog's floor upsert writes no source row); the schema service
+ * writes registry rows and materialized form tables, governed by the pending change log instead.
  */
-export const SERVICE_APPLICATION_NAMES = ["exportsvc-export", "exportsvc-gateway", "catalog", "schema", "schema-registry-listener"];
+export const SERVICE_APPLICATION_NAME = {
+  gateway: "exportsvc-gateway",
+  catalog: "catalog",
+  export: "exportsvc-export",
+  schema: "schema",
+  /** The schema service's LISTEN connection for registry sync requests. */
+  schemaRegistryListener: "schema-registry-listener",
+} as const;
+
+export const SERVICE_APPLICATION_NAMES: string[] = Object.values(SERVICE_APPLICATION_NAME);
 
 /** Microseconds since the Unix epoch. */
 export type Micros = bigint;

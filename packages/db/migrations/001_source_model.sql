@@ -1,7 +1,7 @@
 -- Source model: the captured data that exports read. Every table carries organization_id and has it
 -- first in its primary key, so the data can be distributed by organization (e.g. Citus) unchanged.
 -- Related-record references (site_id, product_id, ...) carry no foreign keys on purpose: deleting a
--- related record leaves the id in place and its exported name empty, as the API specification requires.
+-- related record leaves the id in place and its exported name empty, as docs/contract.md §8 requires.
 
 CREATE TABLE organizations (
   id uuid PRIMARY KEY,

@@ -1,5 +1,5 @@
 -- A deviation's standalone comment can be added, changed or removed without its last_modified moving
--- (the specification: displayed columns such as the standalone comment "do not move it; full re-reads
+-- (docs/contract.md §9: displayed columns such as the standalone comment "do not move it; full re-reads
 -- are needed to see them"; exportctl apply writes it as a note column). Such an update rewrites a
 -- deviations row that an incremental sync has already read, so it moves the deviations dataset's
 -- rewrite counter (105) and the consumer knows a full re-read is due. Found by the simulation

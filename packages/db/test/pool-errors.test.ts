@@ -1,3 +1,4 @@
+import { once } from "node:events";
 import { createPool } from "../src/pool";
 import { testDatabaseUrl } from "../../../test/support/db";
 
@@ -17,8 +18,12 @@ describe("a pool client whose connection is terminated while checked out", () =>
       const client = await pool.connect();
       const pid = (await client.query<{ pid: number }>("SELECT pg_backend_pid() AS pid")).rows[0].pid;
       // Same message as a PostgreSQL shutdown: FATAL 57P01, sent while no query is active.
+      // pg's client keeps its socket on `connection.stream`; its close is the event the client reacts to.
+      const closed = once((client as unknown as { connection: { stream: NodeJS.EventEmitter } }).connection.stream, "close");
       await admin.query("SELECT pg_terminate_backend($1)", [pid]);
-      await new Promise((r) => setTimeout(r, 300));
+      await closed;
+      // The client handles the close in the same turn; one more turn for anything it defers.
+      await new Promise((r) => setImmediate(r));
       await expect(client.query("SELECT 1")).rejects.toThrow();
       client.release(true);
       expect(uncaught).toEqual([]);

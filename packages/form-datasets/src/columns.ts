@@ -2,7 +2,7 @@ import type { DataType } from "@exportsvc/datasets";
 import { composedName, directName } from "@exportsvc/naming";
 import type { FormField } from "./fields";
 
-/** The envelope every submission dataset starts with (spec "Form datasets: columns", decisions.md). */
+/** The envelope every submission dataset starts with (docs/contract.md §7). */
 export const SUBMISSION_ENVELOPE = [
   { key: "id", dataType: "uuid", label: "ID" },
   { key: "record_id", dataType: "text", label: "Record ID" },
@@ -27,7 +27,7 @@ export const GRID_ENVELOPE = [
   { key: "row_index", dataType: "number", label: "Row Index" },
 ] as const satisfies readonly { key: string; dataType: DataType; label: string }[];
 
-/** Names no form field can take: the envelope, `row_index` (spec) and the appended `_cursor`. */
+/** Names no form field can take: the envelope, `row_index` (docs/contract.md §7) and the appended `_cursor`. */
 export const SUBMISSION_RESERVED = [...SUBMISSION_ENVELOPE.map((c) => c.key), "row_index", "_cursor"];
 export const GRID_RESERVED = [...GRID_ENVELOPE.map((c) => c.key), "_cursor"];
 
@@ -59,7 +59,7 @@ export interface ColumnCandidate {
 }
 
 /**
- * The columns one field produces, in order (decisions.md "Form datasets: columns per field type").
+ * The columns one field produces, in order (docs/contract.md §7, "Columns per field type").
  * Source ids encode the part, so a retyped field gets new columns while a relabelled one keeps its keys.
  */
 export function fieldColumns(field: FormField): ColumnCandidate[] {

@@ -60,7 +60,7 @@ const gridSourceRef = (formId: string, path: FormField[]) => [formId, ...path.ma
 export const sourceRefBelongsToForm = (sourceRef: string, formId: string) => sourceRef === formId || sourceRef.startsWith(`${formId}/`);
 
 /**
- * Derives every dataset of a form, pure: keys (collision rules of the spec), display names,
+ * Derives every dataset of a form, pure: keys (collision rules, docs/contract.md §6), display names,
  * parent/children, columns with stable unique names, and the row-shape fingerprint.
  * Datasets come out parents first (submission, then grids depth-first in form order).
  */

@@ -81,7 +81,7 @@ export function collectFieldIds(fields: FormField[], into = new Set<string>()): 
 /**
  * The tree to build from: the current published tree plus fields removed since that still own
  * columns (`keepFieldIds`), taken in their newest definition from older published versions and
- * appended at the end of the container they were in. A removed field keeps its columns (spec,
+ * appended at the end of the container they were in. A removed field keeps its columns (docs/contract.md §6,
  * "Form datasets: naming"); a field never exported does not come back.
  */
 export function mergeRetainedFields(current: FormField[], olderVersionsNewestFirst: FormField[][], keepFieldIds: ReadonlySet<string>): FormField[] {

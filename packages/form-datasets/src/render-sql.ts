@@ -7,7 +7,7 @@ import { storedCursorColumns, type StoredCursorSigning } from "./stored-cursors"
 
 /**
  * SQL that renders a dataset's rows from `submissions`, every CSV column already as its final text
- * (decisions.md value forms; PostgreSQL's text forms under TimeZone=UTC, DateStyle=ISO — callers run
+ * (docs/contract.md §5 value forms; PostgreSQL's text forms under TimeZone=UTC, DateStyle=ISO — callers run
  * it inside a transaction that pins both, see `pinTextForms`). Field ids, option keys and labels come
  * from stored form definitions, so they enter the SQL only through escapeLiteral.
  *
@@ -50,7 +50,7 @@ export function renderRowsSql(plan: DatasetPlan, opts: RenderOptions): string {
      WHERE s.organization_id = $1 AND s.form_id = $2${opts.onlySubmissions ? " AND s.id = ANY($3::uuid[])" : ""}) AS x`;
   // Grid rows are expanded per submission (LATERAL), so row numbering sorts a handful of rows at a
   // time instead of the whole form: level d numbers its rows across the submission in the order of
-  // the enclosing rows (decisions.md), non-object entries are skipped. The arrays are first reduced
+  // the enclosing rows (docs/contract.md §7), non-object entries are skipped. The arrays are first reduced
   // to their objects (a copy only for the rare array holding anything else), so the first level's
   // numbers are the element ordinals and need no sort.
   let rows = "";

@@ -3,7 +3,7 @@ import type { PoolClient } from "pg";
 /**
  * A blank zone would silently shift every `_local` column, and a zone PostgreSQL does not know
  * (not in pg_timezone_names) would fail the render with the database's own words: both block the
- * rebuild with this service's message (the spec's blank-zone rule), which names the site.
+ * rebuild with this service's message (the blank-zone rule, docs/contract.md §10), which names the site.
  */
 export async function assertSiteTimeZones(client: PoolClient, orgId: string, formId: string): Promise<void> {
   const used = await client.query<{ id: string; name: string; time_zone: string }>(

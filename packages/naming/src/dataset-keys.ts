@@ -37,7 +37,7 @@ function isDerivedKey(key: string, candidate: DatasetKeyCandidate): boolean {
 }
 
 /**
- * Dataset keys for equal dataset names (spec, "Form datasets: naming"): the plain name to the first
+ * Dataset keys for equal dataset names (docs/contract.md §6): the plain name to the first
  * dataset generated with it, permanently (a previous key is kept while its name holds, and a key
  * stays taken after retirement); later ones get `_<hash8(hashInput)>`; should that collide too, a
  * numeric suffix `_2`, `_3`, ... follows. Every key is <= 63 characters of [a-z0-9_].

@@ -8,7 +8,7 @@ export const HASH_LENGTH = 8;
 export const EMPTY_NAME = "unnamed";
 
 /**
- * The spec's rule: lowercase; spaces and dashes become underscores; other characters are removed;
+ * The naming rule (docs/contract.md §6): lowercase; spaces and dashes become underscores; other characters are removed;
  * runs of underscores collapse. Surrounding whitespace is dropped first (an accidental trailing
  * space in a form name should not end the key with `_`); an empty result becomes EMPTY_NAME.
  */

@@ -1,6 +1,6 @@
 /**
  * Streaming CSV reading of one page with csv-parse: the BOM, the page's own header row, fields of
- * any length, embedded quotes and newlines. The dialect (decisions.md): an empty quoted field is
+ * any length, embedded quotes and newlines. The dialect (docs/contract.md §5): an empty quoted field is
  * an empty string, an empty unquoted field is a null.
  */
 import { PassThrough, type Readable } from "node:stream";

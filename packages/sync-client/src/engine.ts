@@ -1,5 +1,5 @@
 /**
- * The sync engine: the loader rules of the specification on top of the API client and a target.
+ * The sync engine: the loader rules of docs/contract.md §4 on top of the API client and a target.
  *
  * Per run: one listing request (If-None-Match with the stored ETag; a 304 ends the run), then the
  * datasets one after another (or `concurrency` at once): skip those whose changeToken did not move,

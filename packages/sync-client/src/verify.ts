@@ -26,7 +26,7 @@ export interface VerifyResult {
   problem?: string;
 }
 
-/** A full export of one dataset: the header of its first page, then every row of every page (the spec's loop). */
+/** A full export of one dataset: the header of its first page, then every row of every page (the loop of docs/contract.md §4). */
 export async function openFullExport(client: ExportApiClient, entry: ListingEntry, limit = 5000): Promise<{ header: string[]; rows: AsyncIterable<Cell[]> }> {
   let page = await client.openPage(entry, { cursor: null, limit });
   let reader = await readCsvPage(page.body, page.request);

@@ -2,7 +2,7 @@ import { DEFAULT_RETRY, backoffDelay, decideRetry, parseRetryAfter } from "../sr
 
 const first = { failures: 1, retryAfterWaitedMs: 0 };
 
-describe("the retry policy (the specification's retry table)", () => {
+describe("the retry policy (the retry table of docs/contract.md §10)", () => {
   it("429 and 503 AUTH_UNAVAILABLE wait Retry-After", () => {
     expect(decideRetry(DEFAULT_RETRY, first, { status: 429, errorCode: "RATE_LIMITED", retryAfter: "7" })).toEqual({ retry: true, kind: "retry-after", delayMs: 7000 });
     expect(decideRetry(DEFAULT_RETRY, first, { status: 503, errorCode: "AUTH_UNAVAILABLE", retryAfter: "2" })).toEqual({ retry: true, kind: "retry-after", delayMs: 2000 });

@@ -173,7 +173,7 @@ export function versionEtag(organizationId: string, version: string): string {
 }
 
 /**
- * One listing entry as the API shows it (spec "Listing entry"), as JSON text: fields in this order,
+ * One listing entry as the API shows it (docs/contract.md §3), as JSON text: fields in this order,
  * absent values omitted (JSON.stringify drops undefined), never null. The one place the entry's
  * public shape is written; the gateway passes the text through (docs/catalog.md, "Streaming the listing").
  */

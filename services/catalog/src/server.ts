@@ -5,7 +5,7 @@ import { createClient, handlerErrorMapping, serve, startGrpcService } from "@exp
 import type { CatalogConfig } from "./config";
 import { listDatasets, type ListDatasetsDeps } from "./handlers/list-datasets";
 import { streamListing } from "./handlers/stream-listing";
-import { ListingCache } from "@exportsvc/datasets";
+import { ListingCache, SERVICE_APPLICATION_NAME } from "@exportsvc/datasets";
 
 export interface RunningCatalogService {
   port: number;
@@ -15,9 +15,9 @@ export interface RunningCatalogService {
 /** Starts the CatalogService gRPC server. */
 export async function start(config: CatalogConfig, options: { log?: Logger } = {}): Promise<RunningCatalogService> {
   const log = options.log ?? createLogger("catalog", config.LOG_LEVEL);
-  const pool = createPool({ connectionString: config.DATABASE_URL, max: config.DATABASE_POOL_MAX, applicationName: "catalog" });
+  const pool = createPool({ connectionString: config.DATABASE_URL, max: config.DATABASE_POOL_MAX, applicationName: SERVICE_APPLICATION_NAME.catalog });
   const readPool = config.DATABASE_READ_URL
-    ? createPool({ connectionString: config.DATABASE_READ_URL, max: config.DATABASE_POOL_MAX, applicationName: "catalog" })
+    ? createPool({ connectionString: config.DATABASE_READ_URL, max: config.DATABASE_POOL_MAX, applicationName: SERVICE_APPLICATION_NAME.catalog })
     : undefined;
   const schema = createClient(SchemaService, config.SCHEMA_ADDRESS);
   const deps: ListDatasetsDeps = {

@@ -20,7 +20,7 @@ export interface CheckedParameters {
 const present = <T>(v: T | undefined | null): v is T => v !== undefined && v !== null;
 
 /**
- * The parameter checks of the spec's error table, in its order (the dataset has already been
+ * The parameter checks of the error table of docs/contract.md §10, in its order (the dataset has already been
  * found and is exportable). Unparsable values never get here: the gateway rejects them first.
  */
 export function checkParameters(request: ExportCsvRequest, dataset: PageDataset): CheckedParameters {

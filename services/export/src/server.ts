@@ -1,6 +1,6 @@
 import { createLogger, type Logger } from "@exportsvc/common";
 import { ConnectionShares, createPool } from "@exportsvc/db";
-import { CursorCodec } from "@exportsvc/datasets";
+import { CursorCodec, SERVICE_APPLICATION_NAME } from "@exportsvc/datasets";
 import { ExportService, SchemaService } from "@exportsvc/proto";
 import { createClient, serve, startGrpcService } from "@exportsvc/rpc";
 import { connectionsPerOrganization, type ExportConfig } from "./config";
@@ -8,6 +8,7 @@ import { exportCsvHandler, type ExportDependencies } from "./handlers/export-csv
 import { exportDeletionsHandler } from "./handlers/export-deletions";
 import { SiteCounts } from "./site-counts";
 import { FormIdHints } from "./visibility";
+import { exposeExportSeries } from "./metrics-series";
 
 /** A site count is read again after a minute: it only chooses between two equal renderings (site-counts.ts). */
 const SITE_COUNT_TTL_MS = 60_000;
@@ -32,9 +33,9 @@ export interface StartOptions {
 export async function start(config: ExportConfig, options: StartOptions = {}): Promise<RunningExportService> {
   const log = options.log ?? createLogger("export", config.LOG_LEVEL);
   const shares = new ConnectionShares({ capacity: config.DATABASE_POOL_MAX, perOrganization: connectionsPerOrganization(config) });
-  const pool = createPool({ connectionString: config.DATABASE_URL, max: config.DATABASE_POOL_MAX, applicationName: "exportsvc-export" });
+  const pool = createPool({ connectionString: config.DATABASE_URL, max: config.DATABASE_POOL_MAX, applicationName: SERVICE_APPLICATION_NAME.export });
   const readPool = config.DATABASE_READ_URL
-    ? createPool({ connectionString: config.DATABASE_READ_URL, max: config.DATABASE_POOL_MAX, applicationName: "exportsvc-export" })
+    ? createPool({ connectionString: config.DATABASE_READ_URL, max: config.DATABASE_POOL_MAX, applicationName: SERVICE_APPLICATION_NAME.export })
     : undefined;
   const schema = config.SCHEMA_ADDRESS ? createClient(SchemaService, config.SCHEMA_ADDRESS) : undefined;
   const syncRegistry =
@@ -53,6 +54,7 @@ export async function start(config: ExportConfig, options: StartOptions = {}): P
     implement: (metrics) => {
       if (readPool) metrics.exposeReplicaFallbacks("page");
       metrics.exposeFormPages();
+      exposeExportSeries(metrics);
       const deps: ExportDependencies = {
         pool,
         codec: new CursorCodec({ keyring: config.CURSOR_KEYS, version: options.cursorVersion }),

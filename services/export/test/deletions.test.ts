@@ -62,7 +62,7 @@ const deleteSubmission = (org: string, id: string, db: Pick<Pool, "query"> = poo
 /** What the schema service's form maintenance does with the change log (none runs in these tests). */
 const consumeFormChanges = (org: string) => pool.query("DELETE FROM form_dataset_changes WHERE organization_id = $1", [org]);
 
-/** The spec's loop over the deletion feed. */
+/** The loop of docs/contract.md §4 over the deletion feed. */
 async function allDeletions(org: string, datasetKey: string, limit: number, cursor?: string): Promise<Page["rows"]> {
   const rows: Page["rows"] = [];
   for (let i = 0; i < 100; i++) {

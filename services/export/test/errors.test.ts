@@ -97,7 +97,7 @@ describe("registry sync failing", () => {
   });
 });
 
-describe("parameter checks, in the spec's order", () => {
+describe("parameter checks, in the contract's order (docs/contract.md §10)", () => {
   it.each([0, -1, 5001])("limit %i is a 400 INVALID_PARAMETER naming limit", async (limit) => {
     const err = await fail("resources_suppliers", { limit });
     expect(err).toMatchObject({ status: 400, errorCode: "INVALID_PARAMETER" });

@@ -112,7 +112,7 @@ function assertOrdered(rows: Record<string, string>[]) {
   }
 }
 
-/** Pages a dataset to the end with the cursor loop of the spec; returns every page. */
+/** Pages a dataset to the end with the cursor loop of docs/contract.md §4; returns every page. */
 async function pageWithCursor(datasetKey: string, limit: number): Promise<Page[]> {
   const pages: Page[] = [];
   let cursor: string | undefined;

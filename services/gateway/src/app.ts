@@ -9,6 +9,7 @@ import { createGuard } from "./http/access-control";
 import { openRoutes, type BuildInfo, type DatabaseProbe } from "./routes/open";
 import { dataRoutes, type CatalogPort, type DataRouteDeps, type ExportPort } from "./routes/datasets";
 import { buildOpenApiDocument } from "./openapi/document";
+import { exposeGatewaySeries } from "./metrics-series";
 
 export const DEFAULT_CSV_HEAD_BYTES = 64 * 1024;
 export const DEFAULT_STREAM_STALL_TIMEOUT_MS = 60_000;
@@ -60,6 +61,7 @@ export function createApp(deps: AppDependencies): Koa {
     }),
   ];
 
+  if (deps.metrics) exposeGatewaySeries(deps.metrics, routers);
   app.use(requestContextMiddleware(deps.logger, deps.metrics));
   app.use(problemMiddleware({ logger: deps.logger, metrics: deps.metrics, typeBaseUrl: deps.problemTypeBaseUrl }));
   app.use(requireHostMiddleware());

@@ -4,7 +4,7 @@ import type { AddressInfo } from "node:net";
 import { CatalogService, ExportService } from "@exportsvc/proto";
 import { createClient, traceMetadata } from "@exportsvc/rpc";
 import { createPool } from "@exportsvc/db";
-import { ListingCache, organizationListingState } from "@exportsvc/datasets";
+import { ListingCache, organizationListingState, SERVICE_APPLICATION_NAME } from "@exportsvc/datasets";
 import { createLogger, createMetrics, isAppError, startMetricsServer, type MetricsServer, type ServiceMetrics } from "@exportsvc/common";
 import type { RateLimiter } from "./contracts";
 import { createApp } from "./app";
@@ -29,7 +29,7 @@ export async function start(config: GatewayConfig): Promise<RunningGateway> {
   const pool = createPool({
     connectionString: config.DATABASE_URL,
     max: config.DATABASE_POOL_MAX,
-    applicationName: "exportsvc-gateway",
+    applicationName: SERVICE_APPLICATION_NAME.gateway,
     statementTimeoutMs: config.KEY_STORE_TIMEOUT_MS,
   });
   metrics.observePool(pool);

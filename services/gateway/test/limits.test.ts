@@ -202,7 +202,7 @@ describe("rate limiter while the shared store is down", () => {
 });
 
 describe("limits configuration", () => {
-  it("defaults to the specification's values", () => {
+  it("defaults to the contract's values (docs/contract.md §11)", () => {
     expect(rateLimiterOptionsFromConfig(limitsConfigSchema.parse({}))).toEqual({ concurrency: 5, perWindow: 600, windowSeconds: 60, leaseSeconds: 30 });
   });
 

@@ -1,33 +1,67 @@
 import { randomUUID } from "node:crypto";
+import { createClient } from "redis";
 import { createMemoryStore, createSharedStore, type AdmitRequest, type SharedStore } from "../src/store";
 
 /**
- * One suite, two backends: the in-process store with a manual clock, and Redis (REDIS_URL) with real
- * time. Without REDIS_URL the second run uses the in-process store too, and its title says so.
+ * One suite, two backends: the in-process store with a manual clock, and Redis (REDIS_URL). Without
+ * REDIS_URL the second run uses the in-process store too, and its title says so.
  */
 interface Harness {
   store: SharedStore;
+  /** Prefix of every key a test writes (the Redis harness moves time for these keys only). */
+  prefix: string;
   /** Lets `ms` pass for the store. */
   pass(ms: number): Promise<void>;
+  close(): Promise<void>;
 }
-
-const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms));
 
 function memoryHarness(): Harness {
   let now = 1_700_000_000_000;
   const store = createMemoryStore({ clock: { now: () => now } });
   return {
     store,
+    prefix: "test:",
     pass: async (ms) => {
       now += ms;
     },
+    close: () => store.close(),
   };
 }
 
+/**
+ * Redis takes its time from its own clock (TIME), which a test cannot set. Instead of sleeping (a
+ * loaded machine stretches every step between sleeps, and a lease meant to be alive expires), the
+ * harness moves this test's keys back in time: every score (an admission time or a lease expiry)
+ * and every time to live is lowered by `ms`, which is what `ms` passing would have done to them.
+ */
 async function redisHarness(url: string): Promise<Harness> {
   const store = createSharedStore({ redisUrl: url });
   if (!(await store.ready(5000))) throw new Error(`Redis at ${url} did not answer`);
-  return { store, pass: sleep };
+  const admin = createClient({ url });
+  await admin.connect();
+  const prefix = `test:${randomUUID()}:`;
+  return {
+    store,
+    prefix,
+    pass: async (ms) => {
+      for await (const keys of admin.scanIterator({ MATCH: `${prefix}*`, COUNT: 100 })) {
+        for (const key of keys) {
+          if ((await admin.type(key)) === "zset") {
+            const members = await admin.zRangeWithScores(key, 0, -1);
+            if (members.length > 0) await admin.zAdd(key, members.map((m) => ({ value: m.value, score: m.score - ms })));
+          }
+          const ttl = await admin.pTTL(key);
+          if (ttl > ms) await admin.pExpire(key, ttl - ms);
+          else if (ttl >= 0) await admin.del(key);
+        }
+      }
+    },
+    close: async () => {
+      for await (const keys of admin.scanIterator({ MATCH: `${prefix}*`, COUNT: 100 })) if (keys.length > 0) await admin.del(keys);
+      await admin.quit();
+      await store.close();
+    },
+  };
 }
 
 const redisUrl = process.env.REDIS_URL;
@@ -44,12 +78,12 @@ describe.each(backends)("shared store semantics: %s", (_name, makeHarness) => {
     h = await makeHarness();
   });
   afterEach(async () => {
-    await h.store.close();
+    await h.close();
   });
 
   const request = (org: string, overrides: Partial<AdmitRequest> = {}): AdmitRequest => ({
-    leasesKey: `test:rl:{${org}}:leases`,
-    windowKey: `test:rl:{${org}}:window`,
+    leasesKey: `${h.prefix}rl:{${org}}:leases`,
+    windowKey: `${h.prefix}rl:{${org}}:window`,
     id: randomUUID(),
     maxLeases: 2,
     leaseMs: 1000,
@@ -138,7 +172,7 @@ describe.each(backends)("shared store semantics: %s", (_name, makeHarness) => {
   });
 
   it("stores values with a time to live", async () => {
-    const key = `test:value:${randomUUID()}`;
+    const key = `${h.prefix}value:${randomUUID()}`;
     await expect(h.store.get(key)).resolves.toBeNull();
     await h.store.set(key, "verdict", 1000);
     await expect(h.store.get(key)).resolves.toBe("verdict");

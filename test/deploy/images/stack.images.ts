@@ -238,7 +238,6 @@ describe("the stack from its images", () => {
     const chunks: Buffer[] = [Buffer.from((await reader.read()).value!)];
 
     const grace = terminationGraceSeconds(stack.render, "gateway");
-    const started = Date.now();
     let stopped = false;
     const stopping = podman(["stop", "--time", String(grace), stack.containers.gateway], { timeoutMs: (grace + 30) * 1000 }).finally(() => {
       stopped = true;
@@ -265,11 +264,9 @@ describe("the stack from its images", () => {
     expect(page.rows[WIDE_LIMIT - 1]._cursor).toMatch(/^[A-Za-z0-9+/=]+$/);
 
     expect((await stopping).code).toBe(0);
-    const elapsed = (Date.now() - started) / 1000;
     const state = (await podmanOk(["inspect", "--format", "{{.State.ExitCode}} {{.State.OOMKilled}}", stack.containers.gateway])).trim();
     expect(state).toBe("0 false");
-    // Within the pod's termination grace period: never SIGKILLed.
-    expect(elapsed).toBeLessThan(grace);
+    // Within the pod's termination grace period: exit code 0, never SIGKILLed (that would be 137).
     const logs = await stack.logs("gateway");
     expect(logs).toContain("gateway stopped");
     // It stopped when the page ended, not when SHUTDOWN_GRACE_MS ran out: the client's spare
@@ -279,10 +276,9 @@ describe("the stack from its images", () => {
 
   it.each(COMPONENTS.filter((c) => c !== "gateway"))("%s stops on SIGTERM within its grace period and exits 0", async (component) => {
     const grace = terminationGraceSeconds(stack.render, component);
-    const started = Date.now();
     expect((await podman(["stop", "--time", String(grace), stack.containers[component]], { timeoutMs: (grace + 30) * 1000 })).code).toBe(0);
-    expect((Date.now() - started) / 1000).toBeLessThan(grace);
-    expect((await podmanOk(["inspect", "--format", "{{.State.ExitCode}}", stack.containers[component]])).trim()).toBe("0");
+    // Exit code 0: it stopped by itself within the grace period (podman's SIGKILL after it gives 137).
+    expect((await podmanOk(["inspect", "--format", "{{.State.ExitCode}} {{.State.OOMKilled}}", stack.containers[component]])).trim()).toBe("0 false");
   }, 120_000);
 
   async function waitForDataset(key: string, dataset: string) {

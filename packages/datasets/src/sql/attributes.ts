@@ -38,7 +38,7 @@ const elementsOf = (value: string) =>
   `jsonb_array_elements_text(CASE jsonb_typeof(${value}) WHEN 'array' THEN ${value} WHEN 'null' THEN '[]'::jsonb ELSE jsonb_build_array(${value}) END)`;
 
 /**
- * The CSV text of a custom attribute (spec: "Custom attribute type" table). Values are stored as
+ * The CSV text of a custom attribute (docs/contract.md §8, "Custom attribute type" table). Values are stored as
  * entered, in the row's `attributes` object keyed by definition id; a value that does not fit its
  * type becomes an empty cell (export_try_* give NULL) instead of failing the page.
  */

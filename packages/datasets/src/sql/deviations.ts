@@ -8,7 +8,7 @@ import { ROW } from "./resources";
 const employeeName = (alias: string) => `CASE WHEN ${alias}.id IS NOT NULL THEN ${personName(`${alias}.first_name`, `${alias}.last_name`)} END`;
 
 const zone = "site.time_zone";
-/** The signature exists only for a resolution by comment that was signed (spec). */
+/** The signature exists only for a resolution by comment that was signed (docs/contract.md §9). */
 const signedCommentResolution = `${ROW}.status = 'Resolved' AND ${ROW}.resolution_type = 'Comment' AND ${ROW}.signed_at IS NOT NULL`;
 
 /**

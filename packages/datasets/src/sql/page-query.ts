@@ -154,7 +154,7 @@ function sourceOf(dataset: PageDataset, organizationId: string, siteNames: SiteN
         : "",
     expression: (column) => {
       if (column.source.kind !== "table") throw new UnsupportedDatasetError(`column '${column.key}' has no table column`);
-      // The envelope's site names are read live, like every related-record name (the spec: "reads the
+      // The envelope's site names are read live, like every related-record name (docs/contract.md §8: "reads the
       // related record as it stands; if that record is deleted the name is empty while the id stays"),
       // so a renamed or deleted site shows on a full re-read without touching the rows. A form field
       // keyed site_name gets a suffixed key (the envelope is named first), so these keys are the envelope's.

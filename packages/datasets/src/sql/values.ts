@@ -1,5 +1,5 @@
 /**
- * SQL fragments that turn typed values into their final CSV text (decisions.md, CSV dialect), so
+ * SQL fragments that turn typed values into their final CSV text (docs/contract.md §5), so
  * that COPY only has to quote. Sessions run with TimeZone=UTC and DateStyle=ISO (see @exportsvc/db).
  */
 
@@ -17,7 +17,7 @@ export const dateText = (expr: string) => `((${expr})::date)::text`;
 /** Wall-clock text in a site's zone; empty when the zone is blank or unknown (see 010 migration). */
 export const localDateTimeText = (expr: string, zoneExpr: string) => `export_local_text(${expr}, ${zoneExpr})`;
 
-/** `first last`, a single space when both are missing (spec: contact_name, employee name). */
+/** `first last`, a single space when both are missing (docs/contract.md §8: contact_name, employee name). */
 export const personName = (first: string, last: string) => `(coalesce(${first}, '') || ' ' || coalesce(${last}, ''))`;
 
 /** Names joined by ', ' in a deterministic (byte-wise, then id) order; NULL (empty cell) when none. */

@@ -269,7 +269,7 @@ export const DEVIATIONS_DEF: TableDef = {
     plain("assigned_user_id", "uuid"),
     plain("assigned_team_id", "uuid"),
     plain("supplier_id", "uuid"),
-    // The spec's standalone note: changing only it must not move the deviation's last_modified.
+    // The contract's standalone note (docs/contract.md §9): changing only it must not move the deviation's last_modified.
     { column: "comment", type: "text", mode: "note" },
     plain("resolution_comment"),
     plain("resolved_by_id", "uuid"),

@@ -15,7 +15,7 @@ export interface ColumnDef {
    * gives it, else clock_timestamp() on every write. keep: compared only when given, set at insert
    * (clock_timestamp() by default) and kept on update unless given (e.g. deviations.created_at).
    * note: part of the record's state like plain, but a write that changes only note columns keeps
-   * the stored `last_modified` (the spec's standalone deviation comment must not move it).
+   * the stored `last_modified` (docs/contract.md §9: the standalone deviation comment must not move it).
    */
   mode?: "plain" | "stamp" | "keep" | "note";
 }

@@ -1,5 +1,5 @@
 /**
- * The specification's retry table as one policy, used for every request the client makes:
+ * The contract's retry table (docs/contract.md §10) as one policy, used for every request the client makes:
  * - 429: wait `Retry-After` seconds, repeat the same request (bounded by a total wait budget);
  * - 503 AUTH_UNAVAILABLE: wait `Retry-After`;
  * - 503 DATABASE_UNAVAILABLE, other 5xx and network failures before a response: exponential

@@ -1,7 +1,7 @@
 /**
  * The listing as the client reads it. The OpenAPI document (snapshot in ./openapi.json, types in
  * ./openapi.d.ts, regenerate with `npm run gen:api -w @exportsvc/sync-client`) names the entry's
- * columns `columns`; the specification warns that a description may name them `properties`, so
+ * columns `columns`; the contract warns (docs/contract.md §3) that a description may name them `properties`, so
  * both are accepted and unknown fields are ignored.
  */
 import type { components } from "./openapi";

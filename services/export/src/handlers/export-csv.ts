@@ -229,7 +229,7 @@ export async function loadExportableDataset(
  */
 export const withDatabase = unavailableMapping(isDatabaseUnavailable);
 
-/** A query that fails on the data itself: the page cannot be rendered (spec: 503 DATASET_NOT_EXPORTABLE). */
+/** A query that fails on the data itself: the page cannot be rendered (docs/contract.md §10: 503 DATASET_NOT_EXPORTABLE). */
 export function notExportable(logger: Logger, datasetKey: string, err: unknown, traceId: string | undefined): AppError {
   if (err instanceof AppError) return err;
   logger.error({ err, traceId, dataset: datasetKey }, "export query failed");

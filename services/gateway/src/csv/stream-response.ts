@@ -29,7 +29,7 @@ export function chunkSource<M>(call: AsyncIterable<M> & { cancel(): void; on(eve
 }
 
 /**
- * Sends one CSV page (decisions.md "CSV dialect": byte-order mark, chunked, no Content-Length),
+ * Sends one CSV page (docs/contract.md §5: byte-order mark, chunked, no Content-Length),
  * streamed from the export service: see sendStreamedBody for the held-back head, backpressure,
  * aborts and the stall timeout.
  */

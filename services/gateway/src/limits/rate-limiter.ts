@@ -4,9 +4,9 @@ import type { Admission, FallbackEvent, ManagedRateLimiter, RateLimiterStatus } 
 import { withLocalFallback, type Clock, type SharedStore } from "../store";
 
 export interface RateLimiterOptions {
-  /** Requests in flight per organization (the spec's 5). */
+  /** Requests in flight per organization (5, docs/contract.md §11). */
   concurrency: number;
-  /** Requests admitted per sliding window per organization (the spec's 600). */
+  /** Requests admitted per sliding window per organization (600, docs/contract.md §11). */
   perWindow: number;
   windowSeconds: number;
   /** Lifetime of a concurrency slot unless renewed; bounds how long a crashed replica's slots stay taken. */

@@ -3,6 +3,7 @@ import type { Logger } from "@exportsvc/common";
 import type { DatasetSyncer } from "../sync/syncer";
 import { inTransaction } from "@exportsvc/db";
 import { runSyncers } from "../sync/organization-sync";
+import { SERVICE_APPLICATION_NAME } from "@exportsvc/datasets";
 
 export const REGISTRY_SYNC_CHANNEL = "registry_sync";
 const MAX_RECONNECT_DELAY_MS = 30_000;
@@ -115,7 +116,7 @@ export class RegistrySyncWorker {
   private async connectListener(): Promise<void> {
     if (this.stopped) return;
     const { databaseUrl, log } = this.options;
-    const client = new Client({ connectionString: databaseUrl, application_name: "schema-registry-listener" });
+    const client = new Client({ connectionString: databaseUrl, application_name: SERVICE_APPLICATION_NAME.schemaRegistryListener });
     const lost = (reason: string, err?: unknown) => {
       if (this.listener !== client) return;
       this.listener = undefined;
