@@ -32,7 +32,7 @@ export interface E2EOptions {
   databaseUrl?: string;
   /** Instead of REDIS_URL (e.g. a throwaway redis-server the test stops). */
   redisUrl?: string;
-  /** How long the services may take to become ready (default 60 s). */
+  /** How long the services may take to become ready (default 150 s). */
   startTimeoutMs?: number;
 }
 
