@@ -8,6 +8,7 @@
  * taken one is named with the process holding it. Ctrl-C or SIGTERM (also when sent to `npm start`:
  * the script is exec'd, so npm's `sh -c` does not stand in between) stops everything cleanly.
  */
+import { execFileSync } from "node:child_process";
 import { randomBytes } from "node:crypto";
 import { existsSync, mkdirSync, readFileSync, writeFileSync } from "node:fs";
 import { join, relative } from "node:path";
@@ -43,6 +44,15 @@ function saveDevState(state: DevState): void {
 }
 
 class StartError extends Error {}
+
+/** The commit checked out here, for GET /build (an image build stamps GIT_COMMIT instead); "unknown" outside git. */
+function checkedOutCommit(): string {
+  try {
+    return execFileSync("git", ["rev-parse", "HEAD"], { cwd: ROOT, encoding: "utf8", stdio: ["ignore", "pipe", "ignore"] }).trim();
+  } catch {
+    return "unknown";
+  }
+}
 
 interface PortPlan {
   variable: string;
@@ -152,6 +162,7 @@ async function startServices(state: DevState, databaseUrl: string, ports: Record
         schema: ports["schema gRPC"],
         metrics: { gateway: ports["gateway metrics"], catalog: ports["catalog metrics"], export: ports["export metrics"], schema: ports["schema metrics"] },
       },
+      serviceEnv: { gateway: { GIT_COMMIT: process.env.GIT_COMMIT || checkedOutCommit() } },
       signal: startup.signal,
     },
     120_000,

@@ -1,3 +1,4 @@
+import { readFileSync } from "node:fs";
 import type { z } from "zod";
 import { catalogConfigSchema, loadCatalogConfig } from "../../services/catalog/src/config";
 import { exportConfigSchema, loadExportConfig } from "../../services/export/src/config";
@@ -58,5 +59,36 @@ describe.each(Object.keys(SERVICES))("%s", (component) => {
       .filter(([, field]) => !(field as z.ZodTypeAny).safeParse(undefined).success)
       .map(([name]) => name);
     expect(required.filter((name) => !(name in env))).toEqual([]);
+  });
+});
+
+/**
+ * Pool sizes and concurrency defaults: the service's own default (its parser given only the
+ * secrets), the chart's default render (k8s/base) and the README's table state the same number.
+ */
+const SIZING: Record<string, string[]> = {
+  gateway: ["DATABASE_POOL_MAX"],
+  catalog: ["DATABASE_POOL_MAX"],
+  export: ["DATABASE_POOL_MAX"],
+  schema: ["DATABASE_POOL_MAX", "REGISTRY_SYNC_CONCURRENCY", "FORM_MAINTENANCE_CONCURRENCY", "FORM_REBUILD_PARALLELISM"],
+};
+
+/** The default the README's configuration table states for `variable` of `component`. */
+function readmeDefault(readme: string, component: string, variable: string): number | undefined {
+  const row = readme.split("\n").find((line) => line.startsWith(`| \`${variable}\` |`));
+  const cell = row?.split("|")[3]?.trim();
+  if (cell === undefined) return undefined;
+  // "gateway 10, catalog 10, export 16, schema 5" or a single leading number.
+  const own = new RegExp(`\\b${component} (\\d+)`).exec(cell) ?? /^(\d+)/.exec(cell);
+  return own ? Number(own[1]) : undefined;
+}
+
+describe("pool sizes and concurrency defaults agree across the services, the chart and the README", () => {
+  const readme = readFileSync(repoPath("README.md"), "utf8");
+  const cases = Object.entries(SIZING).flatMap(([component, variables]) => variables.map((variable) => ({ component, variable })));
+  it.each(cases)("$component $variable", ({ component, variable }) => {
+    const serviceDefault = (SERVICES[component].load(SECRET_VALUES) as Record<string, unknown>)[variable];
+    const chart = Number(environmentOf(component)[variable]);
+    expect({ chart, readme: readmeDefault(readme, component, variable) }).toEqual({ chart: serviceDefault, readme: serviceDefault });
   });
 });

@@ -3,7 +3,7 @@
  * and printed, a taken port named with the process that holds it, and SIGTERM sent to the npm process
  * stopping every process it started.
  */
-import { spawn, type ChildProcess } from "node:child_process";
+import { execFileSync, spawn, type ChildProcess } from "node:child_process";
 import { randomBytes } from "node:crypto";
 import { readdirSync } from "node:fs";
 import { createServer, type Server } from "node:net";
@@ -82,6 +82,7 @@ describe("npm start", () => {
       EXPORT_GRPC_PORT: "0",
       SCHEMA_GRPC_PORT: "0",
       METRICS_PORT: "0",
+      GIT_COMMIT: undefined,
     });
     try {
       await until("the start banner", () => started.output().includes("Press Ctrl-C to stop."), START_TIMEOUT, started);
@@ -93,6 +94,9 @@ describe("npm start", () => {
       expect(new Set(numbers).size).toBe(8);
       expect(baseUrl).toBe(`http://127.0.0.1:${numbers[0]}`);
       expect((await fetch(`${baseUrl}/health`)).status).toBe(200);
+      // GIT_COMMIT unset: /build reports the commit checked out.
+      const head = execFileSync("git", ["rev-parse", "HEAD"], { cwd: ROOT, encoding: "utf8" }).trim();
+      expect(((await (await fetch(`${baseUrl}/build`)).json()) as { commit: string }).commit).toBe(head);
       for (const metricsPort of numbers.slice(4)) {
         const res = await fetch(`http://127.0.0.1:${metricsPort}/metrics`);
         expect(res.status).toBe(200);

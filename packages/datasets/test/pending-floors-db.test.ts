@@ -4,6 +4,8 @@
  * never above a change that is pending or logged later, never going down.
  */
 import { randomUUID } from "node:crypto";
+import { readFileSync } from "node:fs";
+import { join } from "node:path";
 import { Client } from "pg";
 import { createTestOrganization, testDatabaseUrl, testPool } from "../../../test/support/db";
 import { listingHorizon, pageHorizon, raisePendingFloors } from "../src/visibility";
@@ -81,6 +83,50 @@ describe("pending floors in PostgreSQL", () => {
     // Without form ids (the catalog's listing): every form with a floor (nothing pending) or a pending change.
     const everyForm = await listingHorizon(pool, org);
     expect(everyForm.pendingByForm).toEqual(new Map([[form, floor.micros], [unfloored, stamp]]));
+  });
+
+  it("migration 115 gives every form without a floor one (held, at or below its pending changes and open writers), so no page keeps the exact probe", async () => {
+    const org = await createTestOrganization(pool);
+    const [built, floored] = [randomUUID(), randomUUID()];
+    for (const [form, prefix] of [[built, "BF"], [floored, "FL"]]) {
+      await pool.query("INSERT INTO forms (organization_id, id, name, record_prefix) VALUES ($1, $2, $3, $3)", [org, form, prefix]);
+    }
+    // A form built before migration 090: no floor, a pending change; another form with its floor raised.
+    const stamp = await logChange(pool, org, built, "now() - interval '2 hours'");
+    await raisePendingFloors(pool, org, [floored]);
+    const flooredBefore = await floorOf(org, floored);
+    // A writer open since before the migration: whatever it logs later is stamped after its start.
+    const writer = await session();
+    await writer.query("BEGIN");
+    await writer.query("SELECT pg_current_xact_id()");
+    const migration = readFileSync(join(__dirname, "../../db/migrations/115_form_dataset_pending_floors_for_every_form.sql"), "utf8");
+
+    // Applied in a transaction rolled back at the end: the shared database's other forms stay as they are.
+    const client = await session();
+    await client.query("BEGIN");
+    try {
+      await client.query(migration);
+      const floor = await client.query<{ t: string; held: boolean }>(
+        "SELECT (extract(epoch FROM pending_from) * 1000000)::bigint::text AS t, held FROM form_dataset_pending_floors WHERE organization_id = $1 AND form_id = $2",
+        [org, built],
+      );
+      expect(floor.rows.map((r) => ({ micros: BigInt(r.t), held: r.held }))).toEqual([{ micros: stamp, held: true }]);
+      const scans = async () =>
+        Number((await client.query<{ n: string }>("SELECT (coalesce(idx_scan, 0) + seq_scan)::text AS n FROM pg_stat_xact_user_tables WHERE relname = 'form_dataset_changes'")).rows[0].n);
+      const before = await scans();
+      const page = await pageHorizon(client, org, built);
+      expect(page.pendingSince).toBe(stamp);
+      expect(await scans()).toBe(before); // the floor's probe, not the change log's
+      // A form that had its floor keeps it.
+      const kept = await client.query<{ t: string }>(
+        "SELECT (extract(epoch FROM pending_from) * 1000000)::bigint::text AS t FROM form_dataset_pending_floors WHERE organization_id = $1 AND form_id = $2",
+        [org, floored],
+      );
+      expect(BigInt(kept.rows[0].t)).toBe(flooredBefore.micros);
+    } finally {
+      await client.query("ROLLBACK");
+      await writer.query("ROLLBACK");
+    }
   });
 
   it("stays at or below a pending change, and at or below one a writer open during the raise commits later", async () => {

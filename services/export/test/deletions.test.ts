@@ -167,9 +167,45 @@ describe("deletion feed", () => {
     expect((await deletionsPage(harness.client, { organizationId: org, datasetKey: "resources_suppliers", limit: 1 })).rows.map((r) => r.id)).toEqual([deleted]);
     expect((await exportPage(harness.client, { organizationId: org, datasetKey: "resources_suppliers" })).rows.map((r) => r.id).sort()).toEqual([recreated, other].sort());
 
-    // Re-stamped after its tombstone, the client's rule keeps it: the tombstone is served again.
+    // Re-stamped after its tombstone, it still exists: the tombstone stays unserved (see the next test).
     await pool.query("UPDATE suppliers SET name = 'A3', last_modified = clock_timestamp() WHERE organization_id = $1 AND id = $2", [org, recreated]);
-    expect((await allDeletions(org, "resources_suppliers", 5000)).map((r) => r.id)).toEqual([recreated, deleted]);
+    expect((await allDeletions(org, "resources_suppliers", 5000)).map((r) => r.id)).toEqual([deleted]);
+    // Deleted again, both its tombstones are served.
+    await deleteSupplier(org, recreated);
+    expect((await allDeletions(org, "resources_suppliers", 5000)).map((r) => r.id)).toEqual([recreated, deleted, recreated]);
+  });
+
+  it("a consumer following the documented rule never ends with a re-created row deleted: re-stamped between its rows pass and its feed pass", async () => {
+    const { org, ids } = await supplierOrganization(["A", "B"]);
+    const [recreated, other] = ids;
+    const customer = randomUUID();
+    await pool.query("INSERT INTO customers (organization_id, id, name) VALUES ($1, $2, 'Customer')", [org, customer]);
+    // T2: a writer whose stamp (its first write) predates the tombstone of T1's delete.
+    const writer = new Client({ connectionString: testDatabaseUrl(), application_name: "transaction-time-writer" });
+    await writer.connect();
+    try {
+      await writer.query("BEGIN");
+      await writer.query("UPDATE customers SET attributes = '{}', last_modified = now() WHERE organization_id = $1 AND id = $2", [org, customer]);
+      await deleteSupplier(org, recreated); // T1 commits the tombstone
+      await writer.query("INSERT INTO suppliers (organization_id, id, name, last_modified) VALUES ($1, $2, 'A again', now())", [org, recreated]);
+      await writer.query("COMMIT");
+    } finally {
+      await writer.end();
+    }
+    // The consumer's rows pass: its copy holds the re-created row, stamped before the tombstone.
+    const copy = new Map<string, string>();
+    for (const row of (await exportPage(harness.client, { organizationId: org, datasetKey: "resources_suppliers" })).rows) copy.set(row.id, row.last_modified);
+    expect([...copy.keys()].sort()).toEqual([recreated, other].sort());
+    // Then, before its feed pass, the row is edited (re-stamped after the tombstone) and commits.
+    await pool.query("UPDATE suppliers SET name = 'A edited', last_modified = now() WHERE organization_id = $1 AND id = $2", [org, recreated]);
+    // The feed pass with the documented rule: delete only when deleted_at is newer than the stored last_modified.
+    const micros = (text: string) => BigInt(Date.parse(text.replace(" ", "T").replace(/\.\d+/, "").replace(/\+00$/, "Z"))) * 1000n + BigInt((text.match(/\.(\d+)/)?.[1] ?? "").padEnd(6, "0"));
+    for (const t of await allDeletions(org, "resources_suppliers", 5000)) {
+      const stored = copy.get(t.id);
+      if (stored !== undefined && micros(t.deleted_at) > micros(stored)) copy.delete(t.id);
+    }
+    // The source has the row: so must the copy.
+    expect(copy.has(recreated)).toBe(true);
   });
 
   it("a submission re-created in its form before its tombstone keeps the form's feeds from serving it; in another form it does not", async () => {

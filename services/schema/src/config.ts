@@ -26,7 +26,7 @@ export const schemaConfigSchema = grpcServiceConfigSchema({ GRPC_PORT: 50054, DA
    * Workers of the form-dataset maintenance loop (each holds a pool connection while it works, and
    * FORM_REBUILD_PARALLELISM - 1 helpers while it rebuilds); organizations are served round-robin.
    */
-  FORM_MAINTENANCE_CONCURRENCY: env.int(2, 1, 32),
+  FORM_MAINTENANCE_CONCURRENCY: env.int(3, 1, 32),
   /**
    * The export service's CURSOR_KEYS (same value): form dataset rows are then stored with their
    * signed `_cursor`, which the export serves instead of signing each row on every page. Unset: rows

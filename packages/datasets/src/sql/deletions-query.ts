@@ -38,28 +38,28 @@ export function deletionsShape(dataset: { kind: DatasetKind; sourceRef: string }
 
 /**
  * SQL condition on a tombstone `t` of the feed `scope` (tombstoneScope): its row exists again in
- * the source and is stamped before the tombstone. A re-created row is normally stamped after its
- * delete, and the client's rule (apply a tombstone only when `deleted_at` is newer than the stored
- * row's `last_modified`) keeps it. Stamped earlier (a writer that took its stamp before a concurrent delete
- * committed and waited on it, a writer holding an earlier stamp for its whole transaction, an explicit
- * older `lastModified`), the rule would delete it from the copy while the source has it, and only a
- * full re-read would bring it back: such a tombstone is not served (docs/api.md, "Applying
- * tombstones"). It is served again once the row is gone or re-stamped after it, when the rule gives
- * the right answer.
+ * the source. Such a tombstone is not served, whatever the re-created row's stamp: a copy applies
+ * the client's rule (delete only when `deleted_at` is newer than the stored row's `last_modified`)
+ * to the version it holds, which may be older than the tombstone even when the source's is newer:
+ * a row re-created stamped before its delete (a writer that took its stamp before a concurrent
+ * delete committed, an explicit older `lastModified`), and then re-stamped after it in a
+ * transaction that commits between the copy's pass over the rows and its pass over the feed.
+ * Served, the tombstone would delete from that copy a row the source has (docs/api.md, "Applying
+ * tombstones"). A tombstone means "gone": it is served once the row is gone again.
  */
-function recreatedBeforeTombstone(scope: string, org: string): string {
+function rowExistsAgain(scope: string, org: string): string {
   // A resource or deviation feed's scope is its table's name; a form's rows are its submissions.
   const [table, sameSource] = scope.startsWith("form:")
     ? ["submissions", ` AND s.form_id = ${uuidLiteral(scope.slice("form:".length))}`]
     : [scope, ""];
-  return `EXISTS (SELECT 1 FROM ${table} s WHERE s.organization_id = ${org} AND s.id = t.id${sameSource} AND s.last_modified < t.deleted_at)`;
+  return `EXISTS (SELECT 1 FROM ${table} s WHERE s.organization_id = ${org} AND s.id = t.id${sameSource})`;
 }
 
 /**
  * One page of a dataset's deletion feed as a SELECT whose columns are their final CSV text, for
  * `COPY (...) TO STDOUT (FORMAT csv)`: the same keyset walk, `WITH TIES` page rule, visibility horizon
  * and signed `_cursor` as buildPageQuery, over dataset_tombstones ordered by (deleted_at, id), less
- * the tombstones of rows re-created before them (recreatedBeforeTombstone; filtered inside the page
+ * the tombstones of rows that exist again (rowExistsAgain; filtered inside the page
  * window, so a page still holds `limit` tombstones while more follow). The cursor's position is
  * (deleted_at, id, 0).
  */
@@ -72,7 +72,7 @@ export function buildDeletionsQuery(dataset: PageDataset, request: Omit<PageRequ
     where.push(`(t.deleted_at, t.id) > (${timestamptzLiteral(request.after.lastModifiedMicros)}, ${uuidLiteral(request.after.id)})`);
   }
   if (request.visibleBeforeMicros !== undefined) where.push(`t.deleted_at < ${timestamptzLiteral(request.visibleBeforeMicros)}`);
-  where.push(`NOT ${recreatedBeforeTombstone(scope, org)}`);
+  where.push(`NOT ${rowExistsAgain(scope, org)}`);
   const cursor = codec.sqlExpression(
     { organizationId: request.organizationId, datasetKey: dataset.key, rowShape: deletionsShape(dataset) },
     { lastModified: "d.deleted_at", id: "d.id" },
