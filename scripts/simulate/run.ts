@@ -43,10 +43,10 @@ export interface SimulationReport {
   problems: string[];
 }
 
-const SERVICES: ServiceName[] = ["schema", "catalog", "export", "gateway"];
+export const SERVICES: ServiceName[] = ["schema", "catalog", "export", "gateway"];
 
 /** Checks every few seconds that the services are up; one that died on its own is a defect: record it and start it again. */
-function watchdog(cluster: Cluster, busy: () => boolean, crashes: SimulationReport["serviceCrashes"], log: (l: string) => void): () => void {
+export function watchdog(cluster: Cluster, busy: () => boolean, crashes: SimulationReport["serviceCrashes"], log: (l: string) => void): () => void {
   let running = true;
   const tick = async () => {
     while (running) {
@@ -69,7 +69,7 @@ function watchdog(cluster: Cluster, busy: () => boolean, crashes: SimulationRepo
   };
 }
 
-async function waitForFormMaintenance(databaseUrl: string, timeoutMs: number, log: (l: string) => void): Promise<void> {
+export async function waitForFormMaintenance(databaseUrl: string, timeoutMs: number, log: (l: string) => void): Promise<void> {
   const deadline = Date.now() + timeoutMs;
   for (;;) {
     const c = new Client({ connectionString: databaseUrl });
@@ -97,7 +97,7 @@ async function waitForFormMaintenance(databaseUrl: string, timeoutMs: number, lo
  * the end of the copy's catch-up: the contract lets a pass under a held token stop short, and the
  * next pass fetch the rest. Returns the keys still held at the deadline (none: settled).
  */
-async function waitForSettledTokens(baseUrl: string, apiKey: string, timeoutMs: number): Promise<string[]> {
+export async function waitForSettledTokens(baseUrl: string, apiKey: string, timeoutMs: number): Promise<string[]> {
   const deadline = Date.now() + timeoutMs;
   for (;;) {
     let held: string[] | undefined;

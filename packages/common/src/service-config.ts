@@ -7,6 +7,15 @@ import { env } from "./config";
  * the log level. A service extends it with its own variables (`.extend({...})`); only the defaults
  * that differ between services are parameters. Config keys are the variables' names, in every service.
  */
+/**
+ * Checkouts after which a pooled PostgreSQL connection is closed and replaced (0: never). A backend
+ * keeps a cache entry for every relation it has touched, for as long as it lives; with a schema of
+ * tables per organization, a connection that serves every organization in turn grows with the
+ * fleet (docs/scale-out.md, "One node's ceiling"). Retiring it after a bounded number of uses
+ * bounds that growth at the price of one reconnect per this many uses.
+ */
+export const DATABASE_POOL_MAX_USES_DEFAULT = 500;
+
 export interface GrpcServiceDefaults {
   GRPC_PORT: number;
   DATABASE_POOL_MAX: number;
@@ -18,6 +27,7 @@ export function grpcServiceConfigSchema(defaults: GrpcServiceDefaults) {
   return z.object({
     DATABASE_URL: env.url(),
     DATABASE_POOL_MAX: env.int(defaults.DATABASE_POOL_MAX, 1, defaults.DATABASE_POOL_MAX_LIMIT ?? 100),
+    DATABASE_POOL_MAX_USES: env.int(DATABASE_POOL_MAX_USES_DEFAULT, 0),
     GRPC_HOST: z.string().min(1).default("0.0.0.0"),
     GRPC_PORT: env.port(defaults.GRPC_PORT),
     /** How long calls in flight may run on after a stop starts before they are cut. */

@@ -24,6 +24,8 @@ export interface EmbeddedPostgresOptions {
    * cluster on SIGHUP (a closed terminal) and when the process ends by itself.
    */
   callerHandlesSignals?: boolean;
+  /** Server settings for this cluster, e.g. ["-c", "max_connections=300"] (a soak's many consumers). */
+  postgresFlags?: string[];
 }
 
 /**
@@ -53,6 +55,7 @@ export async function startEmbeddedPostgres(dataDir: string, port: number, datab
     createPostgresUser: asRoot,
     // The C locale exists everywhere; the package's default (en_US.UTF-8) often does not.
     initdbFlags: ["--locale=C", "--encoding=UTF8", "--lc-messages=C"],
+    postgresFlags: options.postgresFlags ?? [],
     onLog: () => undefined,
     onError: () => undefined,
   });

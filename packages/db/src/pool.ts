@@ -11,6 +11,8 @@ export interface PoolOptions {
   max?: number;
   applicationName?: string;
   statementTimeoutMs?: number;
+  /** Close and replace a connection after this many checkouts (0 or unset: never). */
+  maxUses?: number;
 }
 
 export function createPool(opts: PoolOptions): Pool {
@@ -21,6 +23,7 @@ export function createPool(opts: PoolOptions): Pool {
     options: SESSION_OPTIONS + (opts.statementTimeoutMs ? ` -c statement_timeout=${opts.statementTimeoutMs}` : ""),
     connectionTimeoutMillis: 5000,
     idleTimeoutMillis: 30000,
+    ...(opts.maxUses ? { maxUses: opts.maxUses } : {}),
   };
   const pool = new Pool(config);
   // An idle client losing its connection must not crash the process; the next query reports it.

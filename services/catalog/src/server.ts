@@ -15,9 +15,9 @@ export interface RunningCatalogService {
 /** Starts the CatalogService gRPC server. */
 export async function start(config: CatalogConfig, options: { log?: Logger } = {}): Promise<RunningCatalogService> {
   const log = options.log ?? createLogger("catalog", config.LOG_LEVEL);
-  const pool = createPool({ connectionString: config.DATABASE_URL, max: config.DATABASE_POOL_MAX, applicationName: SERVICE_APPLICATION_NAME.catalog });
+  const pool = createPool({ connectionString: config.DATABASE_URL, max: config.DATABASE_POOL_MAX, maxUses: config.DATABASE_POOL_MAX_USES, applicationName: SERVICE_APPLICATION_NAME.catalog });
   const readPool = config.DATABASE_READ_URL
-    ? createPool({ connectionString: config.DATABASE_READ_URL, max: config.DATABASE_POOL_MAX, applicationName: SERVICE_APPLICATION_NAME.catalog })
+    ? createPool({ connectionString: config.DATABASE_READ_URL, max: config.DATABASE_POOL_MAX, maxUses: config.DATABASE_POOL_MAX_USES, applicationName: SERVICE_APPLICATION_NAME.catalog })
     : undefined;
   const schema = createClient(SchemaService, config.SCHEMA_ADDRESS);
   const deps: ListDatasetsDeps = {

@@ -33,9 +33,9 @@ export interface StartOptions {
 export async function start(config: ExportConfig, options: StartOptions = {}): Promise<RunningExportService> {
   const log = options.log ?? createLogger("export", config.LOG_LEVEL);
   const shares = new ConnectionShares({ capacity: config.DATABASE_POOL_MAX, perOrganization: connectionsPerOrganization(config) });
-  const pool = createPool({ connectionString: config.DATABASE_URL, max: config.DATABASE_POOL_MAX, applicationName: SERVICE_APPLICATION_NAME.export });
+  const pool = createPool({ connectionString: config.DATABASE_URL, max: config.DATABASE_POOL_MAX, maxUses: config.DATABASE_POOL_MAX_USES, applicationName: SERVICE_APPLICATION_NAME.export });
   const readPool = config.DATABASE_READ_URL
-    ? createPool({ connectionString: config.DATABASE_READ_URL, max: config.DATABASE_POOL_MAX, applicationName: SERVICE_APPLICATION_NAME.export })
+    ? createPool({ connectionString: config.DATABASE_READ_URL, max: config.DATABASE_POOL_MAX, maxUses: config.DATABASE_POOL_MAX_USES, applicationName: SERVICE_APPLICATION_NAME.export })
     : undefined;
   const schema = config.SCHEMA_ADDRESS ? createClient(SchemaService, config.SCHEMA_ADDRESS) : undefined;
   const syncRegistry =

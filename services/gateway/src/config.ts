@@ -1,5 +1,5 @@
 import { z } from "zod";
-import { env, parseConfig } from "@exportsvc/common";
+import { DATABASE_POOL_MAX_USES_DEFAULT, env, parseConfig } from "@exportsvc/common";
 import { authConfigSchema } from "./auth/config";
 import { limitsConfigSchema } from "./limits/config";
 import { sharedStoreConfigSchema } from "./store";
@@ -14,6 +14,7 @@ const httpConfigSchema = z.object({
   DATABASE_URL: env.url(),
   // Key checks (cached) and readiness probes only: a small pool suffices.
   DATABASE_POOL_MAX: env.int(10, 1, 100),
+  DATABASE_POOL_MAX_USES: env.int(DATABASE_POOL_MAX_USES_DEFAULT, 0),
   KEY_HASH_SECRET: z.string().min(1, "is required"),
   IMAGE_TAG: z.string().default("dev"),
   GIT_COMMIT: z.string().default("unknown"),

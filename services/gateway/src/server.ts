@@ -29,6 +29,7 @@ export async function start(config: GatewayConfig): Promise<RunningGateway> {
   const pool = createPool({
     connectionString: config.DATABASE_URL,
     max: config.DATABASE_POOL_MAX,
+    maxUses: config.DATABASE_POOL_MAX_USES,
     applicationName: SERVICE_APPLICATION_NAME.gateway,
     statementTimeoutMs: config.KEY_STORE_TIMEOUT_MS,
   });

@@ -45,7 +45,7 @@ export const DEFAULT_SYNCERS: readonly DatasetSyncer[] = [fixedDatasetsSyncer];
 export async function start(config: SchemaConfig, options: SchemaServiceOptions = {}): Promise<RunningSchemaService> {
   const log = options.log ?? createLogger("schema", config.LOG_LEVEL);
   const syncers = options.syncers ?? DEFAULT_SYNCERS;
-  const pool = createPool({ connectionString: config.DATABASE_URL, max: config.DATABASE_POOL_MAX, applicationName: SERVICE_APPLICATION_NAME.schema });
+  const pool = createPool({ connectionString: config.DATABASE_URL, max: config.DATABASE_POOL_MAX, maxUses: config.DATABASE_POOL_MAX_USES, applicationName: SERVICE_APPLICATION_NAME.schema });
   const withErrorMapping = handlerErrorMapping(log, isDatabaseUnavailable);
   const worker = new RegistrySyncWorker({ pool, databaseUrl: config.DATABASE_URL, syncers, pollMs: config.REGISTRY_POLL_MS, log, concurrency: config.REGISTRY_SYNC_CONCURRENCY });
 
