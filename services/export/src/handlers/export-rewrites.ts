@@ -1,6 +1,6 @@
 import type { Pool } from "pg";
 import { Errors, preparedStatement } from "@exportsvc/common";
-import { buildRewritesQuery, formIdOfDataset, rewriteScope, siteNameLookup, type CursorPosition, type PageDataset } from "@exportsvc/datasets";
+import { buildRewritesQuery, rewriteScope, siteNameLookup, type CursorPosition, type PageDataset } from "@exportsvc/datasets";
 import { create } from "@bufbuild/protobuf";
 import { ExportRewritesResponseSchema, type ExportRewritesRequest } from "@exportsvc/proto";
 import type { ChunkSink } from "../copy-stream";
@@ -12,13 +12,13 @@ import {
   loadExportableDataset,
   notExportable,
   onOrganizationShare,
-  pageHorizonStarter,
   streamCsv,
   withDatabase,
   type ExportDependencies,
   type RewritesCall,
 } from "./export-csv";
 import { checkDeletionsParameters } from "../parameters";
+import { visibilityHorizon } from "../visibility";
 
 const PRUNED_PAST = preparedStatement(
   "rewrites-pruned-past",
@@ -47,7 +47,6 @@ export function exportRewritesHandler(deps: ExportDependencies) {
 
 async function rewritesPage(deps: ExportDependencies, request: ExportRewritesRequest, sink: ChunkSink, traceId: string | undefined): Promise<void> {
   const started = process.hrtime.bigint();
-  const horizonOf = pageHorizonStarter(deps, request, { readReplica: deps.readReplica, logger: deps.logger });
   const dataset: PageDataset = await loadExportableDataset(deps, request, traceId);
   const params = checkDeletionsParameters(request);
   let after: CursorPosition | undefined;
@@ -58,10 +57,12 @@ async function rewritesPage(deps: ExportDependencies, request: ExportRewritesReq
     }
     after = position;
   }
-  // The rows' horizon (open transactions) holds the feed back too: an entry is written with the
-  // change that rewrote the row, stamped after its transaction began, so a held cursor never skips
-  // an entry that commits late.
-  const { visibleBeforeMicros, source } = await withDatabase(() => horizonOf(formIdOfDataset(dataset)));
+  // The session part of the rows' horizon (open transactions) holds the feed back: an entry is
+  // written with the change that rewrote the row, stamped after its transaction began, so a held
+  // cursor never skips an entry that commits late. Not a form's pending part: that holds rows until
+  // they are materialized, and a quiet form's pending floor stays where it was; the feed serves the
+  // text its rows have now, never older than what the CSV endpoint served.
+  const { visibleBeforeMicros, source } = await withDatabase(() => visibilityHorizon(deps.pool, request.organizationId, null, { readReplica: deps.readReplica, logger: deps.logger }));
   const siteNames = dataset.kind === "submission" ? siteNameLookup(deps.siteCounts?.get(request.organizationId), params.limit) : undefined;
 
   let select: string;
