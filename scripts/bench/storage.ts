@@ -40,7 +40,7 @@ import { runAsScript } from "../lib/run-script";
 /** The flat table holding the suppliers' rendered rows (the physical limit's table). */
 const FLAT_TABLE = "bench_storage_flat";
 
-interface Ratio {
+export interface Ratio {
   name: string;
   value: number;
 }
@@ -64,13 +64,26 @@ async function createFlatTable(pool: Pool, suppliers: PageDataset, organizationI
   await pool.query(`VACUUM ANALYZE ${FLAT_TABLE}`);
   const columns: ColumnSpec[] = suppliers.columns.map((c) => ({ key: c.key, dataType: c.dataType, source: { kind: "table", column: c.key } }));
   for (const c of columns) if (!/^[a-z_][a-z0-9_]*$/.test(c.key)) throw new Error(`flat table column '${c.key}' is not a plain identifier`);
+  // Read like a form's materialized table (measureRawTable reads only tableName and the table columns).
   return { key: FLAT_TABLE, kind: "submission", sourceRef: FLAT_TABLE, tableName: FLAT_TABLE, columns };
 }
 
+/** The sync client's targets, in the order their RATIO lines are printed. */
+const SYNC_TARGETS = ["postgres", "sqlite", "duckdb"] as const;
+
+/** scripts/bench/sync.ts's SyncBackfillRatios (each target's backfill over a plain HTTP export) as RATIO lines. */
+export function syncRatioLines(ratios: Record<(typeof SYNC_TARGETS)[number], { resources: number; grid: number }>): Ratio[] {
+  return SYNC_TARGETS.flatMap((target) => [
+    { name: `sync_${target}_vs_http_resources`, value: ratios[target].resources },
+    { name: `sync_${target}_vs_http_grid`, value: ratios[target].grid },
+  ]);
+}
+
 /**
- * The sync client's ratios (issue 27, items 3 and 4: sync_<target>_vs_http_<resources|grid>), from
- * scripts/bench/sync.ts's measureSyncBackfillRatios, appended to the ratios printed at the end.
- * Not wired yet: until then the bench prints the server ratios only.
+ * The sync client's ratios (issue 27, items 3 and 4), appended to the ratios printed at the end. The
+ * one place to wire them: `return syncRatioLines(await measureSyncBackfillRatios(options));` once
+ * scripts/bench/sync.ts exports measureSyncBackfillRatios. Until then the bench prints the server
+ * ratios only (test/bench/storage.test.ts lists the names it expects).
  */
 async function syncRatios(_options: { suppliers: number; submissions: number }): Promise<Ratio[]> {
   return [];

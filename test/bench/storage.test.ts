@@ -6,6 +6,7 @@
 import { spawn } from "node:child_process";
 import { join } from "node:path";
 import { testDatabaseUrl } from "../support/db";
+import { syncRatioLines } from "../../scripts/bench/storage";
 
 const ROOT = join(__dirname, "..", "..");
 
@@ -49,4 +50,18 @@ describe("bench:storage", () => {
     ]);
     for (const line of ratios) expect(Number(line.split(" ")[2])).toBeGreaterThan(0);
   }, 300_000);
+});
+
+describe("syncRatioLines", () => {
+  it("names each target's resources and grid ratio as issue 27 spells them", () => {
+    const lines = syncRatioLines({ postgres: { resources: 0.8, grid: 0.75 }, sqlite: { resources: 0.6, grid: 0.55 }, duckdb: { resources: 0.9, grid: 0.7 } });
+    expect(lines).toEqual([
+      { name: "sync_postgres_vs_http_resources", value: 0.8 },
+      { name: "sync_postgres_vs_http_grid", value: 0.75 },
+      { name: "sync_sqlite_vs_http_resources", value: 0.6 },
+      { name: "sync_sqlite_vs_http_grid", value: 0.55 },
+      { name: "sync_duckdb_vs_http_resources", value: 0.9 },
+      { name: "sync_duckdb_vs_http_grid", value: 0.7 },
+    ]);
+  });
 });
