@@ -91,3 +91,58 @@ export async function generateSuppliers(
   await pool.query(`DELETE FROM registry_sync_queue WHERE organization_id = $1`, [organizationId]);
   return columns;
 }
+
+/**
+ * One deviation per submission of the organization (up to `rows`), generated with SQL: an assigned
+ * employee or team, a supplier, every third resolved (by comment, signed, or by a linked record),
+ * created and modified in runs of equal stamps; registers `deviations` as the schema service does
+ * (its core columns). The submissions must exist already (the form of scripts/bench/form-pages.ts).
+ */
+export async function generateDeviations(pool: Pool, organizationId: string, rows: number, log: (m: string) => void): Promise<ColumnSpec[]> {
+  const started = Date.now();
+  await pool.query(`DELETE FROM deviations WHERE organization_id = $1`, [organizationId]);
+  await pool.query(
+    `INSERT INTO employees (organization_id, id, first_name, last_name, job_title)
+     SELECT $1, gen_random_uuid(), 'First' || g, 'Last' || g, 'Inspector' FROM generate_series(1, 200) g`,
+    [organizationId],
+  );
+  await pool.query(`INSERT INTO teams (organization_id, id, name) SELECT $1, gen_random_uuid(), 'Team ' || g FROM generate_series(1, 20) g`, [organizationId]);
+  await pool.query(
+    `WITH s AS (SELECT id, row_number() OVER (ORDER BY last_modified, id)::int AS n FROM submissions WHERE organization_id = $1 LIMIT $2),
+          ids AS (SELECT (SELECT array_agg(id ORDER BY id) FROM employees WHERE organization_id = $1) AS e,
+                         (SELECT array_agg(id ORDER BY id) FROM teams WHERE organization_id = $1) AS t,
+                         (SELECT array_agg(id ORDER BY id) FROM (SELECT id FROM suppliers WHERE organization_id = $1 LIMIT 1000) p) AS p,
+                         (SELECT array_agg(id ORDER BY n) FROM s) AS s)
+     INSERT INTO deviations (organization_id, id, code, submission_id, severity, status, resolution_type, field_key, field_label, display_value,
+                             assigned_user_id, assigned_team_id, supplier_id, comment, resolution_comment, resolved_by_id, resolved_at,
+                             signed_by_id, signed_at, linked_record_id, created_at, last_modified)
+     SELECT $1, gen_random_uuid(), 'DEV-' || s.n, s.id, (ARRAY['Low','Medium','High','Critical'])[1 + s.n % 4],
+            CASE WHEN s.n % 3 = 0 THEN 'Resolved' ELSE 'Open' END,
+            CASE WHEN s.n % 3 = 0 THEN CASE WHEN s.n % 2 = 0 THEN 'Comment' ELSE 'LinkedResolutionRecord' END END,
+            'temperature', 'Temperature', (s.n % 100) || '.5',
+            CASE WHEN s.n % 5 <> 0 THEN ids.e[1 + s.n % cardinality(ids.e)] END,
+            CASE WHEN s.n % 5 = 0 THEN ids.t[1 + s.n % cardinality(ids.t)] END,
+            ids.p[1 + s.n % cardinality(ids.p)],
+            'Out of range, "check"', CASE WHEN s.n % 3 = 0 THEN 'Fixed' END,
+            CASE WHEN s.n % 3 = 0 THEN ids.e[1 + (s.n + 7) % cardinality(ids.e)] END,
+            CASE WHEN s.n % 3 = 0 THEN ts END,
+            CASE WHEN s.n % 6 = 0 THEN ids.e[1 + (s.n + 11) % cardinality(ids.e)] END,
+            CASE WHEN s.n % 6 = 0 THEN ts END,
+            CASE WHEN s.n % 6 = 3 THEN ids.s[1 + (s.n::bigint * 7) % cardinality(ids.s)] END,
+            ts - interval '1 day', ts
+       FROM s, ids, LATERAL (SELECT timestamptz '2024-06-01 00:00:00+00' + ((s.n / 3) * interval '1 second') AS ts) x`,
+    [organizationId, rows],
+  );
+  await pool.query("VACUUM ANALYZE deviations, employees, teams");
+  const definition = FIXED_DATASETS_BY_KEY.get("deviations")!;
+  const columns: ColumnSpec[] = definition.coreColumns.map((c) => ({ ...c, source: { kind: "core" as const, name: c.key } }));
+  await pool.query(
+    `INSERT INTO dataset_registry (organization_id, key, kind, source_ref, columns, shape_fingerprint)
+     VALUES ($1, 'deviations', 'deviations', 'deviations', $2, $3)
+     ON CONFLICT (organization_id, key) DO UPDATE SET columns = excluded.columns, shape_fingerprint = excluded.shape_fingerprint, state = 'ready'`,
+    [organizationId, JSON.stringify(columns), shapeFingerprint(columns)],
+  );
+  await pool.query(`DELETE FROM registry_sync_queue WHERE organization_id = $1`, [organizationId]);
+  log(`generated ${rows} deviations in ${((Date.now() - started) / 1000).toFixed(1)} s`);
+  return columns;
+}

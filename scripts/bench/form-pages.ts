@@ -46,8 +46,8 @@ import { runAsScript } from "../lib/run-script";
 
 const f = (type: string, key: string, extra: Partial<FormField> = {}): FormField => ({ id: randomUUID(), key, label: key, type, ...extra });
 
-const SCENARIOS = ["clean", "imported", "backlog"] as const;
-type Scenario = (typeof SCENARIOS)[number];
+export const SCENARIOS = ["clean", "imported", "backlog"] as const;
+export type Scenario = (typeof SCENARIOS)[number];
 
 /** The form's generated values (one jsonb per submission), shared by the generation and the import. */
 function valuesSql(fields: FormField[], round: string): string {
@@ -59,6 +59,127 @@ function valuesSql(fields: FormField[], round: string): string {
     ${v(line, "'l' || (1 + i % 2)")}, ${v(allergens, "jsonb_build_array('milk', 'soy')")},
     ${v(approver, "jsonb_build_object('name', 'Boss', 'date', '2024-03-02T00:00:00Z')")},
     ${v(batch, "'B' || lpad((i % 10000)::text, 5, '0')")}, ${v(weight, "(i % 500) * 1.5")}, ${v(shift, "'s' || (1 + i % 3)")})`;
+}
+
+/** The bench form of form-pages and storage: generated, built, and what its scenarios need. */
+export interface BenchForm {
+  orgId: string;
+  formId: string;
+  otherFormId: string;
+  fields: FormField[];
+  submissions: number;
+  datasetKey: string;
+  /** The codec its rows' cursors were stored with (undefined: built without stored cursors). */
+  cursorCodec?: CursorCodec;
+}
+
+/**
+ * Generates `submissions` submissions of a flat form (and an empty second form, for the backlog
+ * scenario) in organization `orgId` (created when missing), and builds its datasets as the schema
+ * service does, with `cursorKeys` (the stack's CURSOR_KEYS) storing each row's cursor.
+ */
+export async function createBenchForm(pool: Pool, orgId: string, submissions: number, cursorKeys: string, storedCursors = true): Promise<BenchForm> {
+  const siteId = randomUUID();
+  const formId = randomUUID();
+  const otherFormId = randomUUID();
+  // "Right after an import, no VACUUM": the dead change-log rows must stay for the measurement.
+  await pool.query("ALTER TABLE form_dataset_changes SET (autovacuum_enabled = false)");
+  await pool.query("INSERT INTO organizations (id, name) VALUES ($1, 'Bench') ON CONFLICT DO NOTHING", [orgId]);
+  await pool.query("INSERT INTO export_organizations (organization_id, export_enabled) VALUES ($1, true) ON CONFLICT DO NOTHING", [orgId]);
+  await pool.query("INSERT INTO sites (organization_id, id, name, time_zone, path) VALUES ($1, $2, 'Plant', 'Europe/Berlin', $3)", [orgId, siteId, siteId]);
+  const fields = [
+    f("text", "operator"),
+    f("paragraph", "notes"),
+    f("number", "temperature"),
+    f("yesNo", "passed"),
+    f("date", "production_date"),
+    f("dateTime", "sampled_at"),
+    f("select", "line", { options: [{ key: "l1", label: "Line 1" }, { key: "l2", label: "Line 2" }] }),
+    f("checkboxGroup", "allergens", { options: ["milk", "egg", "nuts", "soy"].map((k) => ({ key: k, label: k })) }),
+    f("signature", "approver"),
+    f("text", "batch"),
+    f("number", "weight"),
+    f("text", "shift"),
+  ];
+  for (const [id, name] of [[formId, "Bench Form"], [otherFormId, "Other Form"]]) {
+    await pool.query("INSERT INTO forms (organization_id, id, name, record_prefix) VALUES ($1, $2, $3, 'B')", [orgId, id, name]);
+    await pool.query("INSERT INTO form_versions (organization_id, form_id, version, fields, published_at) VALUES ($1, $2, 1, $3, now())", [orgId, id, JSON.stringify(fields)]);
+  }
+  let t = process.hrtime.bigint();
+  await pool.query(
+    `INSERT INTO submissions (organization_id, id, form_id, record_id, site_id, status, started_at, completed_at, "values", last_modified)
+     SELECT $1, gen_random_uuid(), $2, 'B-' || i, $3, 'Completed', ts - interval '1 hour', ts, ${valuesSql(fields, "''")}, ts
+       FROM generate_series(1, $4::int) AS i, LATERAL (SELECT timestamptz '2024-01-01' + i * interval '1 second' AS ts) x`,
+    [orgId, formId, siteId, submissions],
+  );
+  log(`generated ${submissions.toLocaleString("en")} submissions in ${msSince(t).toFixed(0)} ms`);
+  await pool.query("DELETE FROM form_dataset_changes");
+  await pool.query("VACUUM ANALYZE submissions, form_dataset_changes");
+  t = process.hrtime.bigint();
+  // Built as the schema service builds it (with the stack's CURSOR_KEYS, rows store their cursors).
+  const cursorCodec = storedCursors ? new CursorCodec({ keyring: CursorKeyring.parse(cursorKeys) }) : undefined;
+  const built = await buildDataset(pool, orgId, formId, { dropGraceMs: 0, cursorCodec });
+  if (built.status !== "built") throw new Error(`build ${built.status}: ${built.error}`);
+  log(`built ${built.datasets.length} dataset(s) in ${msSince(t).toFixed(0)} ms`);
+  const datasetKey = (await pool.query<{ key: string }>("SELECT key FROM dataset_registry WHERE organization_id = $1 AND kind = 'submission' AND source_ref = $2", [orgId, formId])).rows[0].key;
+  return { orgId, formId, otherFormId, fields, submissions, datasetKey, cursorCodec };
+}
+
+/**
+ * Puts the database in `scenario`'s state (see the header) and settles the tables; returns what
+ * ends it (the backlog's held lock), to call after the scenario is measured.
+ */
+export async function prepareScenario(scenario: Scenario, pool: Pool, databaseUrl: string, form: BenchForm): Promise<() => Promise<void>> {
+  const { orgId, formId, otherFormId, fields, submissions, cursorCodec } = form;
+  let release = async () => undefined;
+  if (scenario === "clean") {
+    await pool.query("VACUUM ANALYZE form_dataset_changes");
+  } else if (scenario === "imported") {
+    const t = process.hrtime.bigint();
+    // One import transaction rewrites every submission (explicit stamps a year later, kept
+    // distinct so pages stay pages); the rebuild renders them, the log rows become dead rows.
+    await pool.query(
+      `UPDATE submissions s SET "values" = ${valuesSql(fields, "' (imported)'")}, last_modified = s.last_modified + interval '365 days'
+         FROM (SELECT id, row_number() OVER (ORDER BY last_modified, id) AS i FROM submissions WHERE organization_id = $1 AND form_id = $2) n
+        WHERE s.organization_id = $1 AND s.id = n.id`,
+      [orgId, formId],
+    );
+    const rebuilt = await buildDataset(pool, orgId, formId, { dropGraceMs: 0, cursorCodec });
+    if (rebuilt.status !== "built") throw new Error(`rebuild ${rebuilt.status}: ${rebuilt.error}`);
+    // What the rebuild rendered but did not consume (it remembers a bounded number) is current
+    // already: consumed here, as the loop would, only faster.
+    await pool.query("DELETE FROM form_dataset_changes WHERE organization_id = $1 AND form_id = $2", [orgId, formId]);
+    await waitUntilAllVisible(pool, orgId, formId);
+    const dead = await deadChangeRows(pool);
+    log(`import of ${submissions.toLocaleString("en")} submissions rendered and consumed in ${msSince(t).toFixed(0)} ms; form_dataset_changes: ${dead.live} live, ${dead.dead} dead rows`);
+  } else {
+    await pool.query("VACUUM ANALYZE form_dataset_changes");
+    // The other form's changes stay pending: its form lock is held (the loop defers them).
+    const holder = new Client({ connectionString: databaseUrl, application_name: "exportsvc-bench" });
+    await holder.connect();
+    const [k1, k2] = formLockKeys(orgId, otherFormId);
+    await holder.query("SELECT pg_advisory_lock($1, $2)", [k1, k2]);
+    release = async () => {
+      await holder.query("SELECT pg_advisory_unlock($1, $2)", [k1, k2]);
+      await holder.end();
+    };
+    const t = process.hrtime.bigint();
+    await pool.query(
+      `INSERT INTO form_dataset_changes (organization_id, kind, form_id, submission_id, source_last_modified)
+       SELECT $1, 'submission', $2, gen_random_uuid(), now() - interval '1 day' + i * interval '1 microsecond' FROM generate_series(1, $3::int) i`,
+      [orgId, otherFormId, submissions],
+    );
+    await pool.query("ANALYZE form_dataset_changes");
+    const dead = await deadChangeRows(pool);
+    log(`${submissions.toLocaleString("en")} pending changes of another form logged in ${msSince(t).toFixed(0)} ms; form_dataset_changes: ${dead.live} live, ${dead.dead} dead rows`);
+  }
+  try {
+    await settleTables(pool, orgId, formId);
+  } catch (err) {
+    await release();
+    throw err;
+  }
+  return release;
 }
 
 async function main(): Promise<void> {
@@ -77,104 +198,18 @@ async function main(): Promise<void> {
   let stack: Awaited<ReturnType<typeof startBenchStack>> | undefined;
   try {
     await migrate(pool);
-    // "Right after an import, no VACUUM": the dead change-log rows must stay for the measurement.
-    await pool.query("ALTER TABLE form_dataset_changes SET (autovacuum_enabled = false)");
-    const orgId = randomUUID();
-    const siteId = randomUUID();
-    const formId = randomUUID();
-    const otherFormId = randomUUID();
-    await pool.query("INSERT INTO organizations (id, name) VALUES ($1, 'Bench')", [orgId]);
-    await pool.query("INSERT INTO export_organizations (organization_id, export_enabled) VALUES ($1, true)", [orgId]);
-    await pool.query("INSERT INTO sites (organization_id, id, name, time_zone, path) VALUES ($1, $2, 'Plant', 'Europe/Berlin', $3)", [orgId, siteId, siteId]);
-    const fields = [
-      f("text", "operator"),
-      f("paragraph", "notes"),
-      f("number", "temperature"),
-      f("yesNo", "passed"),
-      f("date", "production_date"),
-      f("dateTime", "sampled_at"),
-      f("select", "line", { options: [{ key: "l1", label: "Line 1" }, { key: "l2", label: "Line 2" }] }),
-      f("checkboxGroup", "allergens", { options: ["milk", "egg", "nuts", "soy"].map((k) => ({ key: k, label: k })) }),
-      f("signature", "approver"),
-      f("text", "batch"),
-      f("number", "weight"),
-      f("text", "shift"),
-    ];
-    for (const [id, name] of [[formId, "Bench Form"], [otherFormId, "Other Form"]]) {
-      await pool.query("INSERT INTO forms (organization_id, id, name, record_prefix) VALUES ($1, $2, $3, 'B')", [orgId, id, name]);
-      await pool.query("INSERT INTO form_versions (organization_id, form_id, version, fields, published_at) VALUES ($1, $2, 1, $3, now())", [orgId, id, JSON.stringify(fields)]);
-    }
-    let t = process.hrtime.bigint();
-    await pool.query(
-      `INSERT INTO submissions (organization_id, id, form_id, record_id, site_id, status, started_at, completed_at, "values", last_modified)
-       SELECT $1, gen_random_uuid(), $2, 'B-' || i, $3, 'Completed', ts - interval '1 hour', ts, ${valuesSql(fields, "''")}, ts
-         FROM generate_series(1, $4::int) AS i, LATERAL (SELECT timestamptz '2024-01-01' + i * interval '1 second' AS ts) x`,
-      [orgId, formId, siteId, submissions],
-    );
-    log(`generated ${submissions.toLocaleString("en")} submissions in ${msSince(t).toFixed(0)} ms`);
-    await pool.query("DELETE FROM form_dataset_changes");
-    await pool.query("VACUUM ANALYZE submissions, form_dataset_changes");
-    t = process.hrtime.bigint();
-    // Built as the schema service builds it (with the stack's CURSOR_KEYS, rows store their cursors).
     const cursorKeys = newBenchCursorKeys();
-    const cursorCodec = storedCursors ? new CursorCodec({ keyring: CursorKeyring.parse(cursorKeys) }) : undefined;
-    const built = await buildDataset(pool, orgId, formId, { dropGraceMs: 0, cursorCodec });
-    if (built.status !== "built") throw new Error(`build ${built.status}: ${built.error}`);
-    log(`built ${built.datasets.length} dataset(s) in ${msSince(t).toFixed(0)} ms`);
-
-    stack = await startBenchStack(pool, db.url, orgId, cursorKeys);
-    const datasetKey = (await pool.query<{ key: string }>("SELECT key FROM dataset_registry WHERE organization_id = $1 AND kind = 'submission' AND source_ref = $2", [orgId, formId])).rows[0].key;
+    const form = await createBenchForm(pool, randomUUID(), submissions, cursorKeys, storedCursors);
+    stack = await startBenchStack(pool, db.url, form.orgId, cursorKeys);
     const codec = new CursorCodec({ keyring: CursorKeyring.parse(stack.cursorKeys) });
-    log(`dataset ${datasetKey}, pages of ${limit}, ${runs} interleaved rounds per scenario (medians; ratio = rows/s over raw rows/s), cursors ${storedCursors ? "stored with the rows" : "signed on every page"}\n`);
+    log(`dataset ${form.datasetKey}, pages of ${limit}, ${runs} interleaved rounds per scenario (medians; ratio = rows/s over raw rows/s), cursors ${storedCursors ? "stored with the rows" : "signed on every page"}\n`);
 
     for (const scenario of scenarios) {
-      let release: (() => Promise<void>) | undefined;
-      if (scenario === "clean") {
-        await pool.query("VACUUM ANALYZE form_dataset_changes");
-      } else if (scenario === "imported") {
-        t = process.hrtime.bigint();
-        // One import transaction rewrites every submission (explicit stamps a year later, kept
-        // distinct so pages stay pages); the rebuild renders them, the log rows become dead rows.
-        await pool.query(
-          `UPDATE submissions s SET "values" = ${valuesSql(fields, "' (imported)'")}, last_modified = s.last_modified + interval '365 days'
-             FROM (SELECT id, row_number() OVER (ORDER BY last_modified, id) AS i FROM submissions WHERE organization_id = $1 AND form_id = $2) n
-            WHERE s.organization_id = $1 AND s.id = n.id`,
-          [orgId, formId],
-        );
-        const rebuilt = await buildDataset(pool, orgId, formId, { dropGraceMs: 0, cursorCodec });
-        if (rebuilt.status !== "built") throw new Error(`rebuild ${rebuilt.status}: ${rebuilt.error}`);
-        // What the rebuild rendered but did not consume (it remembers a bounded number) is current
-        // already: consumed here, as the loop would, only faster.
-        await pool.query("DELETE FROM form_dataset_changes WHERE organization_id = $1 AND form_id = $2", [orgId, formId]);
-        await waitUntilAllVisible(pool, orgId, formId);
-        const dead = await deadChangeRows(pool);
-        log(`import of ${submissions.toLocaleString("en")} submissions rendered and consumed in ${msSince(t).toFixed(0)} ms; form_dataset_changes: ${dead.live} live, ${dead.dead} dead rows`);
-      } else {
-        await pool.query("VACUUM ANALYZE form_dataset_changes");
-        // The other form's changes stay pending: its form lock is held (the loop defers them).
-        const holder = new Client({ connectionString: db.url, application_name: "exportsvc-bench" });
-        await holder.connect();
-        const [k1, k2] = formLockKeys(orgId, otherFormId);
-        await holder.query("SELECT pg_advisory_lock($1, $2)", [k1, k2]);
-        release = async () => {
-          await holder.query("SELECT pg_advisory_unlock($1, $2)", [k1, k2]);
-          await holder.end();
-        };
-        t = process.hrtime.bigint();
-        await pool.query(
-          `INSERT INTO form_dataset_changes (organization_id, kind, form_id, submission_id, source_last_modified)
-           SELECT $1, 'submission', $2, gen_random_uuid(), now() - interval '1 day' + i * interval '1 microsecond' FROM generate_series(1, $3::int) i`,
-          [orgId, otherFormId, submissions],
-        );
-        await pool.query("ANALYZE form_dataset_changes");
-        const dead = await deadChangeRows(pool);
-        log(`${submissions.toLocaleString("en")} pending changes of another form logged in ${msSince(t).toFixed(0)} ms; form_dataset_changes: ${dead.live} live, ${dead.dead} dead rows`);
-      }
-      await settleTables(pool, orgId, formId);
+      const release = await prepareScenario(scenario, pool, db.url, form);
       try {
-        await measureScenario(scenario, pool, stack, orgId, formId, datasetKey, codec, limit, runs);
+        await measureScenario(scenario, pool, stack, form.orgId, form.formId, form.datasetKey, codec, limit, runs);
       } finally {
-        await release?.();
+        await release();
       }
     }
   } finally {
@@ -229,7 +264,7 @@ async function deadChangeRows(pool: Pool): Promise<{ live: string; dead: string 
  * (a) The raw keyset loop over the materialized table: its columns as stored, in the dataset's
  * order; the next page starts after the last line's last_modified and id.
  */
-async function measureRawTable(pool: Pool, dataset: PageDataset, organizationId: string, limit: number): Promise<Measurement> {
+export async function measureRawTable(pool: Pool, dataset: PageDataset, organizationId: string, limit: number): Promise<Measurement> {
   const tableColumns = dataset.columns.flatMap((c) => (c.source.kind === "table" ? [c.source.column] : []));
   const lastModifiedAt = tableColumns.indexOf("last_modified");
   const idAt = tableColumns.indexOf("id");
@@ -268,7 +303,10 @@ async function measureRawTable(pool: Pool, dataset: PageDataset, organizationId:
   return { name: "raw keyset COPY over the table", rows, bytes, pages, seconds: Number(process.hrtime.bigint() - started) / 1e9 };
 }
 
-async function measureScenario(
+/** A scenario's medians, rows/s, by path. */
+export type ScenarioRates = Record<"raw" | "page" | "grpc" | "http", number>;
+
+export async function measureScenario(
   scenario: Scenario,
   pool: Pool,
   started: Awaited<ReturnType<typeof startBenchStack>>,
@@ -278,7 +316,7 @@ async function measureScenario(
   codec: CursorCodec,
   limit: number,
   runs: number,
-): Promise<void> {
+): Promise<ScenarioRates> {
   const dataset = (await loadRegistryEntry(pool, orgId, datasetKey))!;
   const raw = () => measureRawTable(pool, dataset, orgId, limit);
   const page = () => measureRawCopy("service page query, raw COPY", pool, dataset, orgId, codec, limit, payloadPosition);
@@ -320,6 +358,7 @@ async function measureScenario(
   log(`  pageHorizon per call (median)   ${median(horizons).toFixed(2)} ms`);
   const pages = await httpPageTimings(started.stack.baseUrl, started.apiKey, datasetKey, limit, 20);
   log(`  HTTP page (median of ${pages.n}): ${pages.firstByteMs.toFixed(1)} ms to the first byte, ${pages.totalMs.toFixed(1)} ms to the last\n`);
+  return { raw: med("raw"), page: med("page"), grpc: med("grpc"), http: med("http") };
 }
 
 runAsScript(module, main, "bench:form-pages");

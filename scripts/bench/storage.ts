@@ -1,0 +1,164 @@
+/**
+ * `npm run bench:storage`: every dataset kind against the speed of its storage, in one run (issue 27).
+ *
+ * One organization holds BENCH_ROWS suppliers (21 columns: core columns, product lists, custom
+ * attributes), a flat form of BENCH_ROWS submissions (built by `buildDataset`) and one deviation per
+ * submission; the four services run as processes on the bench database (scripts/bench/stack.ts).
+ *
+ *   Part 1, BENCH_RUNS interleaved rounds after one untimed pass of each path (medians):
+ *     flat:       the physical limit: a plain table holding the suppliers' 21 CSV columns as text
+ *                 (id uuid, last_modified timestamptz), keyset `COPY` pages of BENCH_LIMIT
+ *                 (measureRawTable of form-pages.ts, the same loop as a form's raw table loop);
+ *     resources:  `resources_suppliers` through the full HTTP API, and its page query under raw `COPY`;
+ *     deviations: `deviations` through the full HTTP API, and its page query under raw `COPY`.
+ *   Part 2, the form dataset in three scenarios (clean, right after a bulk import, beside another
+ *     form's pending backlog), each in BENCH_RUNS rounds of its table's raw keyset `COPY` loop, the
+ *     page query, the gRPC stream and the full HTTP export (measureScenario of form-pages.ts).
+ *
+ * Ends with one line per ratio, `RATIO <name> <value>` (rows/s over rows/s of the same run).
+ *
+ * Environment (all optional):
+ *   DATABASE_URL         server for the fresh database (dropped at the end unless BENCH_KEEP=1)
+ *   BENCH_DATABASE_NAME  its name (default exportsvc_bench_storage)
+ *   BENCH_QUICK=1        100 000 rows instead of 200 000 (under 8 minutes on a 2-core machine)
+ *   BENCH_ROWS           suppliers, submissions and deviations each (overrides BENCH_QUICK)
+ *   BENCH_LIMIT          page size (default 5000)
+ *   BENCH_RUNS           interleaved rounds per part and scenario (default 3)
+ */
+import { randomUUID } from "node:crypto";
+import type { Pool } from "pg";
+import { createPool, migrate } from "@exportsvc/db";
+import { buildPageQuery, CursorCodec, CursorKeyring, type ColumnSpec, type PageDataset } from "@exportsvc/datasets";
+import { BENCH_DATASET, generateDeviations, generateSuppliers } from "./dataset";
+import { provisionDatabase } from "./database";
+import { createBenchForm, measureRawTable, measureScenario, prepareScenario, SCENARIOS } from "./form-pages";
+import { envInt, log, median } from "./helpers";
+import { measureHttp, measureRawCopy, payloadPosition, type Measurement } from "./measure";
+import { newBenchCursorKeys, startBenchStack } from "./stack";
+import { runAsScript } from "../lib/run-script";
+
+/** The flat table holding the suppliers' rendered rows (the physical limit's table). */
+const FLAT_TABLE = "bench_storage_flat";
+
+export interface Ratio {
+  name: string;
+  value: number;
+}
+
+const rate = (m: Measurement) => m.rows / m.seconds;
+
+/**
+ * The physical limit's table: the suppliers' CSV columns as the page query renders them, stored as
+ * text (id and last_modified typed, for the keyset), with the export index. Returned as a dataset
+ * whose columns are table columns, for measureRawTable.
+ */
+async function createFlatTable(pool: Pool, suppliers: PageDataset, organizationId: string, rows: number, codec: CursorCodec): Promise<PageDataset> {
+  const rendered = buildPageQuery(suppliers, { organizationId, limit: rows }, codec);
+  await pool.query(`DROP TABLE IF EXISTS ${FLAT_TABLE}`);
+  await pool.query(`CREATE TABLE ${FLAT_TABLE} AS SELECT '${organizationId}'::uuid AS organization_id, q.* FROM (${rendered}) q`);
+  await pool.query(
+    `ALTER TABLE ${FLAT_TABLE} DROP COLUMN "_cursor", ALTER COLUMN id TYPE uuid USING id::uuid,
+       ALTER COLUMN last_modified TYPE timestamptz USING last_modified::timestamptz`,
+  );
+  await pool.query(`CREATE INDEX ON ${FLAT_TABLE} (organization_id, last_modified, id)`);
+  await pool.query(`VACUUM ANALYZE ${FLAT_TABLE}`);
+  const columns: ColumnSpec[] = suppliers.columns.map((c) => ({ key: c.key, dataType: c.dataType, source: { kind: "table", column: c.key } }));
+  for (const c of columns) if (!/^[a-z_][a-z0-9_]*$/.test(c.key)) throw new Error(`flat table column '${c.key}' is not a plain identifier`);
+  // Read like a form's materialized table (measureRawTable reads only tableName and the table columns).
+  return { key: FLAT_TABLE, kind: "submission", sourceRef: FLAT_TABLE, tableName: FLAT_TABLE, columns };
+}
+
+/** The sync client's targets, in the order their RATIO lines are printed. */
+const SYNC_TARGETS = ["postgres", "sqlite", "duckdb"] as const;
+
+/** scripts/bench/sync.ts's SyncBackfillRatios (each target's backfill over a plain HTTP export) as RATIO lines. */
+export function syncRatioLines(ratios: Record<(typeof SYNC_TARGETS)[number], { resources: number; grid: number }>): Ratio[] {
+  return SYNC_TARGETS.flatMap((target) => [
+    { name: `sync_${target}_vs_http_resources`, value: ratios[target].resources },
+    { name: `sync_${target}_vs_http_grid`, value: ratios[target].grid },
+  ]);
+}
+
+/**
+ * The sync client's ratios (issue 27, items 3 and 4), appended to the ratios printed at the end. The
+ * one place to wire them: `return syncRatioLines(await measureSyncBackfillRatios(options));` once
+ * scripts/bench/sync.ts exports measureSyncBackfillRatios. Until then the bench prints the server
+ * ratios only (test/bench/storage.test.ts lists the names it expects).
+ */
+async function syncRatios(_options: { suppliers: number; submissions: number }): Promise<Ratio[]> {
+  return [];
+}
+
+async function main(): Promise<void> {
+  const rows = envInt("BENCH_ROWS", process.env.BENCH_QUICK === "1" ? 100_000 : 200_000);
+  const limit = envInt("BENCH_LIMIT", 5000);
+  const runs = envInt("BENCH_RUNS", 3);
+  const databaseName = process.env.BENCH_DATABASE_NAME || "exportsvc_bench_storage";
+  if (!/^[a-z_][a-z0-9_]*$/.test(databaseName)) throw new Error("BENCH_DATABASE_NAME must be a lower-case SQL identifier");
+  const db = await provisionDatabase(databaseName);
+  const pool = createPool({ connectionString: db.url, max: 4, applicationName: "exportsvc-bench" });
+  pool.on("error", () => undefined);
+  const organizationId = randomUUID();
+  const cursorKeys = newBenchCursorKeys();
+  const codec = new CursorCodec({ keyring: CursorKeyring.parse(cursorKeys) });
+  let stack: Awaited<ReturnType<typeof startBenchStack>> | undefined;
+  const ratios: Ratio[] = [];
+  try {
+    await migrate(pool);
+    const supplierColumns = await generateSuppliers(pool, organizationId, rows, log);
+    const form = await createBenchForm(pool, organizationId, rows, cursorKeys);
+    const deviationColumns = await generateDeviations(pool, organizationId, rows, log);
+    const suppliers: PageDataset = { key: BENCH_DATASET, kind: "resource", sourceRef: "suppliers", columns: supplierColumns };
+    const deviations: PageDataset = { key: "deviations", kind: "deviations", sourceRef: "deviations", columns: deviationColumns };
+    const flat = await createFlatTable(pool, suppliers, organizationId, rows, codec);
+    await pool.query("CHECKPOINT").catch(() => undefined);
+    stack = await startBenchStack(pool, db.url, organizationId, cursorKeys);
+    const started = stack;
+
+    // Part 1: the flat limit, resources and deviations, interleaved.
+    const paths: Record<string, () => Promise<Measurement>> = {
+      flat: () => measureRawTable(pool, flat, organizationId, limit),
+      "resources query": () => measureRawCopy("resources page query, raw COPY", pool, suppliers, organizationId, codec, limit, payloadPosition),
+      "resources HTTP": () => measureHttp(started.stack.baseUrl, started.apiKey, BENCH_DATASET, limit),
+      "deviations query": () => measureRawCopy("deviations page query, raw COPY", pool, deviations, organizationId, codec, limit, payloadPosition),
+      "deviations HTTP": () => measureHttp(started.stack.baseUrl, started.apiKey, "deviations", limit),
+    };
+    for (const run of Object.values(paths)) await run(); // caches, hint bits, the services' JIT
+    const results: Record<string, Measurement[]> = Object.fromEntries(Object.keys(paths).map((k) => [k, []]));
+    for (let i = 0; i < runs; i++) for (const [name, run] of Object.entries(paths)) results[name].push(await run());
+    const med = (name: string) => median(results[name].map(rate));
+    const rounds = (name: string) => results[name].map((m, i) => (rate(m) / rate(results.flat[i])).toFixed(2)).join(" / ");
+    log(`\n[resources and deviations] ${rows.toLocaleString("en")} rows each, pages of ${limit}, ${runs} interleaved rounds (medians; ratio = rows/s over the flat table's)`);
+    for (const name of Object.keys(paths)) {
+      const ratio = name === "flat" ? "" : `  ratio ${(med(name) / med("flat")).toFixed(2)}x (rounds ${rounds(name)})`;
+      log(`  ${name.padEnd(18)} ${Math.round(med(name)).toLocaleString("en").padStart(9)} rows/s${ratio}`);
+    }
+    for (const name of ["resources HTTP", "deviations HTTP"]) {
+      const expected = name.startsWith("resources") ? rows : results["deviations query"][0].rows;
+      for (const m of results[name]) if (m.rows !== expected) throw new Error(`${name}: ${m.rows} rows, expected ${expected}`);
+    }
+    ratios.push({ name: "resources_http_vs_flat", value: med("resources HTTP") / med("flat") });
+    ratios.push({ name: "deviations_http_vs_flat", value: med("deviations HTTP") / med("flat") });
+
+    // Part 2: the form dataset against its own table, per scenario.
+    log(`\n[forms] dataset ${form.datasetKey}, ${rows.toLocaleString("en")} submissions\n`);
+    for (const scenario of SCENARIOS) {
+      const release = await prepareScenario(scenario, pool, db.url, form);
+      try {
+        const rates = await measureScenario(scenario, pool, started, organizationId, form.formId, form.datasetKey, codec, limit, runs);
+        ratios.push({ name: `forms_http_vs_table_${scenario}`, value: rates.http / rates.raw });
+      } finally {
+        await release();
+      }
+    }
+  } finally {
+    await stack?.stack.stop();
+    await pool.end();
+    await db.drop();
+  }
+  ratios.push(...(await syncRatios({ suppliers: rows, submissions: rows })));
+  log("");
+  for (const r of ratios) log(`RATIO ${r.name} ${r.value.toFixed(2)}`);
+}
+
+runAsScript(module, main, "bench:storage");

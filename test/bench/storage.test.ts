@@ -1,0 +1,67 @@
+/**
+ * `npm run bench:storage` on a few rows: it runs through (the stack, the three form scenarios) and
+ * ends with exactly one `RATIO <name> <value>` line per ratio of issue 27 it measures, the form
+ * scripts read. Speed is not asserted (ratios on 2 000 rows mean nothing): only the output's form.
+ */
+import { spawn } from "node:child_process";
+import { join } from "node:path";
+import { testDatabaseUrl } from "../support/db";
+import { syncRatioLines } from "../../scripts/bench/storage";
+
+const ROOT = join(__dirname, "..", "..");
+
+function runBench(env: Record<string, string>): Promise<{ code: number | null; stdout: string; stderr: string }> {
+  return new Promise((resolve, reject) => {
+    const child = spawn(process.execPath, ["--import", "tsx", "scripts/bench/storage.ts"], {
+      cwd: ROOT,
+      env: { ...process.env, ...env },
+      stdio: ["ignore", "pipe", "pipe"],
+    });
+    let stdout = "";
+    let stderr = "";
+    child.stdout.on("data", (c: Buffer) => (stdout += c.toString("utf8")));
+    child.stderr.on("data", (c: Buffer) => (stderr += c.toString("utf8")));
+    child.on("error", reject);
+    child.on("exit", (code) => resolve({ code, stdout, stderr }));
+  });
+}
+
+describe("bench:storage", () => {
+  it("ends with one RATIO line per measured ratio, in the form scripts read", async () => {
+    const { code, stdout, stderr } = await runBench({
+      DATABASE_URL: testDatabaseUrl(),
+      BENCH_DATABASE_NAME: "exportsvc_bench_storage_test",
+      BENCH_ROWS: "2000",
+      BENCH_LIMIT: "500",
+      BENCH_RUNS: "1",
+    });
+    expect({ code, stderr }).toEqual({ code: 0, stderr: "" });
+    const lines = stdout.trimEnd().split("\n");
+    const ratios = lines.filter((l) => l.startsWith("RATIO"));
+    // The ratio lines close the output, one per name, each exactly `RATIO <name> <positive decimal>`.
+    expect(lines.slice(-ratios.length)).toEqual(ratios);
+    for (const line of ratios) expect(line).toMatch(/^RATIO [a-z_]+ [0-9]+\.[0-9]+$/);
+    expect(ratios.map((l) => l.split(" ")[1])).toEqual([
+      "resources_http_vs_flat",
+      "deviations_http_vs_flat",
+      "forms_http_vs_table_clean",
+      "forms_http_vs_table_imported",
+      "forms_http_vs_table_backlog",
+    ]);
+    for (const line of ratios) expect(Number(line.split(" ")[2])).toBeGreaterThan(0);
+  }, 300_000);
+});
+
+describe("syncRatioLines", () => {
+  it("names each target's resources and grid ratio as issue 27 spells them", () => {
+    const lines = syncRatioLines({ postgres: { resources: 0.8, grid: 0.75 }, sqlite: { resources: 0.6, grid: 0.55 }, duckdb: { resources: 0.9, grid: 0.7 } });
+    expect(lines).toEqual([
+      { name: "sync_postgres_vs_http_resources", value: 0.8 },
+      { name: "sync_postgres_vs_http_grid", value: 0.75 },
+      { name: "sync_sqlite_vs_http_resources", value: 0.6 },
+      { name: "sync_sqlite_vs_http_grid", value: 0.55 },
+      { name: "sync_duckdb_vs_http_resources", value: 0.9 },
+      { name: "sync_duckdb_vs_http_grid", value: 0.7 },
+    ]);
+  });
+});
