@@ -104,7 +104,7 @@ export class DuckDBTarget implements Target {
   }
 
   private async tableExists(name: string, schema = "main"): Promise<boolean> {
-    return (await this.rows("SELECT 1 FROM duckdb_tables() WHERE schema_name = ? AND table_name = ? AND NOT temporary", [schema, name])).length > 0;
+    return (await this.rows("SELECT 1 FROM duckdb_tables() WHERE schema_name = ? AND table_name = ? AND database_name = current_database()", [schema, name])).length > 0;
   }
 
   async loadState(): Promise<SyncState> {
@@ -125,7 +125,7 @@ export class DuckDBTarget implements Target {
         `CREATE TABLE IF NOT EXISTS ${q(plan.table)} (${cols.join(", ")}, ${q(GENERATION_COLUMN)} BIGINT NOT NULL DEFAULT 0, PRIMARY KEY (${plan.keyColumns.map(q).join(", ")}))`,
       );
       const existing = new Set(
-        (await this.rows("SELECT column_name FROM duckdb_columns() WHERE schema_name = 'main' AND table_name = ? AND NOT temporary", [plan.table])).map((r) => r.column_name as string),
+        (await this.rows("SELECT column_name FROM duckdb_columns() WHERE schema_name = 'main' AND table_name = ? AND database_name = current_database()", [plan.table])).map((r) => r.column_name as string),
       );
       const next = { ...applied };
       for (const [key, type] of Object.entries(plan.columns)) {
@@ -324,7 +324,7 @@ export class DuckDBTarget implements Target {
   async compareContent({ plan, header, rows }: ContentComparison): Promise<ContentDifferences | null> {
     if (!(await this.tableExists(plan.table))) return null;
     const declared = (
-      await this.rows("SELECT column_name, data_type FROM duckdb_columns() WHERE schema_name = 'main' AND table_name = ? AND NOT temporary ORDER BY column_index", [plan.table])
+      await this.rows("SELECT column_name, data_type FROM duckdb_columns() WHERE schema_name = 'main' AND table_name = ? AND database_name = current_database() ORDER BY column_index", [plan.table])
     )
       .map((r) => ({ name: r.column_name as string, type: r.data_type as string }))
       .filter((c) => c.name !== GENERATION_COLUMN);
