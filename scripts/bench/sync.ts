@@ -21,6 +21,7 @@
  *   BENCH_WIDE_BYTES         size of the wide field (default 300000)
  *   BENCH_RUNS               runs per measurement, best ratio reported (default 1)
  *   BENCH_SYNC_PARTS         comma-separated parts to run: backfill, incremental, memory (default: all)
+ *   BENCH_SYNC_TARGETS       comma-separated targets to measure: postgres, sqlite, duckdb (default: all; RATIO lines only for all)
  *   BENCH_KEEP=1             keep the source database (exportsvc_bench_sync)
  *
  * measureSyncBackfillRatios() runs (a) alone for npm run bench:storage.
@@ -77,11 +78,12 @@ interface SyncMeasurement extends Measurement {
 }
 
 type TargetKind = "postgres" | "sqlite" | "duckdb";
-const TARGETS: Array<{ kind: TargetKind; label: string }> = [
+const ALL_TARGETS: Array<{ kind: TargetKind; label: string }> = [
   { kind: "postgres", label: "PostgreSQL" },
   { kind: "sqlite", label: "SQLite" },
   { kind: "duckdb", label: "DuckDB" },
 ];
+const TARGETS = process.env.BENCH_SYNC_TARGETS ? ALL_TARGETS.filter((t) => process.env.BENCH_SYNC_TARGETS!.split(",").includes(t.kind)) : ALL_TARGETS;
 
 async function measureSync(name: string, baseUrl: string, apiKey: string, dataset: string, kind: TargetKind, sampleRss = false): Promise<SyncMeasurement> {
   if (kind === "sqlite") linkOnDemandPackage("better-sqlite3"); // not in npm install: installed on first use
@@ -166,13 +168,13 @@ async function withSource<T>(options: { suppliers: number; submissions: number }
  * target's ratio against the mean rows/s of the plain exports either side of it (the machine's load
  * drifts). `runs` rounds, the best ratio of each target kept.
  */
-async function backfillRatios(baseUrl: string, apiKey: string, dataset: string, runs: number): Promise<Record<TargetKind, number>> {
+async function backfillRatios(baseUrl: string, apiKey: string, dataset: string, runs: number, targets = ALL_TARGETS): Promise<Record<TargetKind, number>> {
   const best: Record<TargetKind, number> = { postgres: 0, sqlite: 0, duckdb: 0 };
   for (let run = 0; run < runs; run++) {
     const plain = async () => ({ ...(await measureHttp(baseUrl, apiKey, dataset, 5000)), name: `plain HTTP export ${dataset}` });
     let before = await plain();
     log(line(before));
-    for (const { kind, label } of TARGETS) {
+    for (const { kind, label } of targets) {
       const synced = await measureSync(`sync ${dataset} → ${label}`, baseUrl, apiKey, dataset, kind);
       const after = await plain();
       if (synced.rows !== before.rows) throw new Error(`row counts differ: export ${before.rows}, ${label} ${synced.rows}`);
@@ -218,8 +220,8 @@ async function main() {
   await withSource({ suppliers, submissions }, async ({ pool, organizationId, baseUrl, apiKey, grid }) => {
     if (parts.has("backfill")) {
       log(`\nbackfill, pages of 5000, interleaved with plain exports, best of ${runs} (load average ${loadAverage()}):`);
-      const resources = await backfillRatios(baseUrl, apiKey, "resources_suppliers", runs);
-      const grids = await backfillRatios(baseUrl, apiKey, grid, runs);
+      const resources = await backfillRatios(baseUrl, apiKey, "resources_suppliers", runs, TARGETS);
+      const grids = await backfillRatios(baseUrl, apiKey, grid, runs, TARGETS);
       ratios = {
         postgres: { resources: resources.postgres, grid: grids.postgres },
         sqlite: { resources: resources.sqlite, grid: grids.sqlite },
@@ -286,7 +288,7 @@ async function main() {
       }
     }
   });
-  if (ratios) for (const l of ratioLines(ratios)) log(l);
+  if (ratios && TARGETS.length === ALL_TARGETS.length) for (const l of ratioLines(ratios)) log(l);
 }
 
 const loadAverage = () => readFileSync("/proc/loadavg", "utf8").split(" ").slice(0, 3).join(" ");
