@@ -145,4 +145,18 @@ describe("sync client: core loader rules", () => {
     expect(state.datasets.get("resources_suppliers")?.lastFullReadAt).toBeTruthy();
     expect(state.datasets.get("resources_suppliers")?.inProgress).toBe(false);
   }, 120_000);
+  it.each(TARGET_KINDS)("%s: a grid synced on its own (no root table to compare with) drops the grid rows a submission lost", async (kind) => {
+    const { id, org, submission } = await hygieneOrg(stack.e2e);
+    const db = await stack.target(kind);
+    const run = () => syncOnce(stack.e2e.baseUrl, org.secret, db.url, { limit: 2, only: ["hygiene_round__items"] });
+    expect((await run()).summary.failed).toEqual([]);
+    expect((await copyRows(db, "hygiene_round__items", ["id"])).length).toBe(4);
+    await org.apply({ submissions: [submission(1, { area: "Bakery", score: 3, items: [{ item: "floor" }, { item: "walls" }] })] });
+    await waitFor("the edit exported", async () => !(await org.page("hygiene_round__items")).rows.some((r) => r.item === "ceiling"));
+    const again = await run();
+    expect(again.summary.failed).toEqual([]);
+    const grid = await copyRows(db, "hygiene_round__items", ["id", "row_index", "item"]);
+    expect(grid.filter((r) => r.id === id("sub:1")).map((r) => [r.row_index, r.item]).sort()).toEqual([["1", "floor"], ["2", "walls"]]);
+    expect(grid.filter((r) => r.id === id("sub:2")).map((r) => [r.row_index, r.item])).toEqual([["1", "belt"]]);
+  }, 120_000);
 });
