@@ -2,8 +2,8 @@
  * DuckDB target (@duckdb/node-api, an optional peer loaded on open). A page is one transaction:
  * its raw records are written to a scratch file and loaded by DuckDB's own CSV reader into a
  * temporary all-VARCHAR staging table (the export's dialect: an unquoted empty field is null, `""`
- * an empty string), upserted into the dataset's table with typed casts, the grid ids it touched are
- * recorded and the state row is written, then COMMIT. DuckDB allows one writing process per file:
+ * an empty string), the rows of its keys are deleted from the dataset's table and the page appended
+ * with typed casts, the grid ids to trim are recorded and the state row is written, then COMMIT. DuckDB allows one writing process per file:
  * that is the writer lock. State lives in the schema `dataset_sync`, copies in `main`.
  */
 import { createWriteStream, mkdtempSync, rmSync } from "node:fs";
@@ -122,7 +122,8 @@ export class DuckDBTarget implements Target {
     return this.transaction(async () => {
       const cols = Object.entries(plan.columns).map(([key, type]) => `${q(key)} ${duckdbType(type)}`);
       await this.db.run(
-        `CREATE TABLE IF NOT EXISTS ${q(plan.table)} (${cols.join(", ")}, ${q(GENERATION_COLUMN)} BIGINT NOT NULL DEFAULT 0, PRIMARY KEY (${plan.keyColumns.map(q).join(", ")}))`,
+        // No PRIMARY KEY: see upsertFromStage (the keys are kept unique by each page's delete-then-append).
+        `CREATE TABLE IF NOT EXISTS ${q(plan.table)} (${cols.join(", ")}, ${q(GENERATION_COLUMN)} BIGINT NOT NULL DEFAULT 0)`,
       );
       const existing = new Set(
         (await this.rows("SELECT column_name FROM duckdb_columns() WHERE schema_name = 'main' AND table_name = ? AND database_name = current_database()", [plan.table])).map((r) => r.column_name as string),
@@ -227,34 +228,45 @@ export class DuckDBTarget implements Target {
     return { targets, values, keys };
   }
 
+  /**
+   * The staged page into the dataset's table: rows of its keys deleted, then the page appended
+   * (the last row of a key the page holds twice). DuckDB tables carry no primary-key index: its
+   * upsert through one (ON CONFLICT) costs several times the append, and the delete finds a page's
+   * keys by a hash join over the key columns. One transaction, so a key is never seen twice.
+   */
   private async upsertFromStage(plan: TablePlan, header: string[], generation: number, datasetKey: string) {
-    const { targets, values } = this.stagedColumns(plan, header);
-    const inHeader = new Set(header);
-    const keys = plan.keyColumns.map(q);
-    const updates = targets
-      .filter((t) => !keys.includes(t))
-      .map((t) => `${t} = EXCLUDED.${t}`)
-      // A column missing from the page is empty for the rows of that page.
-      .concat(Object.keys(plan.columns).filter((k) => !inHeader.has(k) && !plan.keyColumns.includes(k)).map((k) => `${q(k)} = NULL`))
-      .concat([`${q(GENERATION_COLUMN)} = EXCLUDED.${q(GENERATION_COLUMN)}`]);
-    await this.db.run(
-      `INSERT INTO ${q(plan.table)} (${targets.join(", ")}, ${q(GENERATION_COLUMN)})
-       SELECT ${values.join(", ")}, ${Number(generation)} FROM ${STAGE} s
-       ON CONFLICT (${keys.join(", ")}) DO UPDATE SET ${updates.join(", ")}`,
-    );
+    const { targets, values, keys: staged } = this.stagedColumns(plan, header);
+    const valueOf = new Map(staged.map((k, i) => [k, values[i]]));
+    const table = q(plan.table);
+    const keyValues = plan.keyColumns.map((k) => valueOf.get(k) ?? "NULL");
     if (plan.keyColumns.includes("row_index")) {
-      const id = header.indexOf("id");
-      const rowIndex = header.indexOf("row_index");
-      const lastModified = header.indexOf("last_modified");
+      // A grid id needs trimming only when the copy held rows of it before this page (replaced or
+      // older ones), or an earlier page of this sync recorded it (a submission's rows across a page
+      // boundary). Every row of such an id in the page counts for its highest row_index. A first
+      // backfill records none.
+      const [id, lastModified, rowIndex] = ["id", "last_modified", "row_index"].map((k) => valueOf.get(k) ?? "NULL");
       await this.db.run(
         `INSERT INTO ${STATE}.touched AS t (dataset_key, id, last_modified, max_row_index)
-         SELECT ?, CAST(s.c${id} AS UUID), max(CAST(s.c${lastModified} AS TIMESTAMPTZ)), max(CAST(s.c${rowIndex} AS DOUBLE)) FROM ${STAGE} s GROUP BY 2
+         SELECT ?, p.id, max(p.last_modified), max(p.row_index)
+           FROM (SELECT ${id} AS id, CAST(${lastModified} AS TIMESTAMPTZ) AS last_modified, CAST(${rowIndex} AS DOUBLE) AS row_index FROM ${STAGE} s) p
+          WHERE p.id IN (SELECT id FROM ${table}) OR p.id IN (SELECT id FROM ${STATE}.touched WHERE dataset_key = ?)
+          GROUP BY p.id
          ON CONFLICT (dataset_key, id) DO UPDATE SET
            max_row_index = CASE WHEN EXCLUDED.last_modified > t.last_modified THEN EXCLUDED.max_row_index ELSE greatest(t.max_row_index, EXCLUDED.max_row_index) END,
            last_modified = greatest(t.last_modified, EXCLUDED.last_modified)`,
-        [datasetKey],
+        [datasetKey, datasetKey],
       );
     }
+    await this.db.run(
+      `DELETE FROM ${table} d USING (SELECT DISTINCT ${keyValues.map((v, i) => `${v} AS k${i}`).join(", ")} FROM ${STAGE} s) p
+        WHERE ${plan.keyColumns.map((k, i) => `d.${q(k)} = p.k${i}`).join(" AND ")}`,
+    );
+    // A column missing from the page is empty for the rows of that page (left to its default, null).
+    await this.db.run(
+      `INSERT INTO ${table} (${targets.join(", ")}, ${q(GENERATION_COLUMN)})
+       SELECT ${values.join(", ")}, ${Number(generation)} FROM ${STAGE} s
+       QUALIFY row_number() OVER (PARTITION BY ${keyValues.join(", ")} ORDER BY s.rowid DESC) = 1`,
+    );
   }
 
   async finishDataset(finish: FinishDataset): Promise<FinishResult> {
