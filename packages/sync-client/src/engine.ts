@@ -470,7 +470,11 @@ export class SyncEngine {
     if (!ahead) return;
     this.prefetched.delete(key);
     ahead.response.then(
-      (res) => res.body.destroy(),
+      (res) => {
+        // Destroying an unread body emits an abort error: expected here.
+        res.body.on("error", () => undefined);
+        res.body.destroy();
+      },
       () => undefined,
     );
   }
