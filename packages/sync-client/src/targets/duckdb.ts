@@ -46,8 +46,12 @@ const FRESH_KEYS = q("sync$fresh_keys");
 const TOMBSTONES = q("sync$tombstones");
 /** Differences compareContent names. */
 const EXAMPLES = 5;
-/** Reference fields run to hundreds of thousands of characters (DuckDB's default line limit is 2 MB). */
-const MAX_LINE_SIZE = 256 * 1024 * 1024;
+/**
+ * Reference fields run to hundreds of thousands of characters: a record may take 32 MiB (DuckDB's
+ * default line limit is 2 MB). The reader's buffer (by default 16 lines' worth) is set to two.
+ */
+const MAX_LINE_SIZE = 32 * 1024 * 1024;
+const BUFFER_SIZE = 2 * MAX_LINE_SIZE;
 
 type DuckDBModule = typeof import("@duckdb/node-api");
 
@@ -81,6 +85,8 @@ export class DuckDBTarget implements Target {
   async open({ writer }: { writer: boolean }): Promise<void> {
     const { DuckDBInstance } = await loadDuckDB();
     // A reader opens read-only, so several can look at a copy no process is writing.
+    // A page is held in DuckDB's memory until its commit (its transaction-local data does not spill):
+    // pages of very wide rows need a smaller --limit (see docs/sync-client.md, "CSV reading").
     this.instance = await DuckDBInstance.create(this.file, writer || this.file === ":memory:" ? {} : { access_mode: "READ_ONLY" });
     this.conn = await this.instance.connect();
     // Value text forms equal the export's own (UTC).
@@ -176,7 +182,7 @@ export class DuckDBTarget implements Target {
         await this.db.run(
           `CREATE OR REPLACE TEMP TABLE ${STAGE} AS SELECT * FROM read_csv('${file.replace(/'/g, "''")}',
              header = false, auto_detect = false, delim = ',', quote = '"', escape = '"', new_line = '\\n',
-             nullstr = '', allow_quoted_nulls = false, max_line_size = ${MAX_LINE_SIZE}, columns = {${columns}})`,
+             nullstr = '', allow_quoted_nulls = false, max_line_size = ${MAX_LINE_SIZE}, buffer_size = ${BUFFER_SIZE}, columns = {${columns}})`,
         );
         const last = await this.rows(`SELECT count(*) OVER () AS n, c${write.cursorColumn} AS cursor FROM ${STAGE} ORDER BY rowid DESC LIMIT 1`);
         rows = Number(last[0]?.n ?? 0);
