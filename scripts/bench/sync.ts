@@ -188,7 +188,12 @@ async function backfillRatios(baseUrl: string, apiKey: string, dataset: string, 
   return best;
 }
 
-/** bench:storage's part of this bench: the six backfill ratios on a source of its own. */
+/**
+ * bench:storage's part of this bench: the six backfill ratios on a source of its own (`suppliers`
+ * supplier rows; `submissions` submissions of 5 grid rows each, so 20 000 for a 100 000-row grid),
+ * one interleaved round per dataset. Uses the databases exportsvc_bench_sync and
+ * exportsvc_bench_sync_copy: not beside a running bench:sync.
+ */
 export async function measureSyncBackfillRatios(options: { suppliers: number; submissions: number }): Promise<SyncBackfillRatios> {
   return withSource(options, async ({ baseUrl, apiKey, grid }) => {
     const resources = await backfillRatios(baseUrl, apiKey, "resources_suppliers", 1);
