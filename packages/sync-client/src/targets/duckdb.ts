@@ -236,9 +236,9 @@ export class DuckDBTarget implements Target {
 
   /**
    * The staged page into the dataset's table: rows of its keys deleted, then the page appended
-   * (the last row of a key the page holds twice). DuckDB tables carry no primary-key index: its
-   * upsert through one (ON CONFLICT) costs several times the append, and the delete finds a page's
-   * keys by a hash join over the key columns. One transaction, so a key is never seen twice.
+   * (the last row of a key the page holds twice). DuckDB tables carry no primary-key index: the
+   * upsert through one (ON CONFLICT) was a page's slowest step (see docs/sync-client.md, "The
+   * copy"), and the delete finds a page's keys by a hash join over the key columns. One transaction, so a key is never seen twice.
    */
   private async upsertFromStage(plan: TablePlan, header: string[], generation: number, datasetKey: string) {
     const { targets, values, keys: staged } = this.stagedColumns(plan, header);
