@@ -6,7 +6,7 @@
  * with typed casts, the grid ids to trim are recorded and the state row is written, then COMMIT. DuckDB allows one writing process per file:
  * that is the writer lock. State lives in the schema `dataset_sync`, copies in `main`.
  */
-import { createWriteStream, mkdtempSync, rmSync } from "node:fs";
+import { createWriteStream, mkdirSync, mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { pipeline } from "node:stream/promises";
@@ -97,7 +97,9 @@ export class DuckDBTarget implements Target {
       CREATE TABLE IF NOT EXISTS ${STATE}.meta (key VARCHAR PRIMARY KEY, value VARCHAR);
       CREATE TABLE IF NOT EXISTS ${STATE}.datasets (dataset_key VARCHAR PRIMARY KEY, table_name VARCHAR NOT NULL, state VARCHAR NOT NULL, updated_at TIMESTAMPTZ NOT NULL);
       CREATE TABLE IF NOT EXISTS ${STATE}.touched (dataset_key VARCHAR NOT NULL, id UUID NOT NULL, last_modified TIMESTAMPTZ NOT NULL, max_row_index DOUBLE NOT NULL, PRIMARY KEY (dataset_key, id));`);
-    this.scratch = mkdtempSync(join(tmpdir(), "dataset-sync-duckdb-"));
+    // Beside the copy, so a killed process's leftover page is overwritten by the next run, not left in /tmp.
+    this.scratch = this.file === ":memory:" ? mkdtempSync(join(tmpdir(), "dataset-sync-duckdb-")) : `${this.file}.dataset-sync`;
+    mkdirSync(this.scratch, { recursive: true });
   }
 
   private async rows(sql: string, values?: unknown[]): Promise<Array<Record<string, unknown>>> {
