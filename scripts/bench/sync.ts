@@ -3,24 +3,31 @@
  * full HTTP export of the same data, in the same run.
  *
  *   (a) initial backfill of 200 000 resources_suppliers rows and of a 500 000-row grid dataset
- *       (100 000 submissions with 5 rows each) into PostgreSQL and into SQLite: rows/s and the ratio
- *       to a plain full export of the same dataset through the HTTP API (bytes counted, discarded);
+ *       (100 000 submissions with 5 rows each) into PostgreSQL, SQLite and DuckDB: rows/s and the
+ *       ratio to a plain full export of the same dataset through the HTTP API (bytes counted,
+ *       discarded), measured interleaved (plain, target, plain, target, …: each target's reference is
+ *       the mean of the plain exports either side of it). The output ends with one
+ *       `RATIO sync_<target>_vs_http_<resources|grid> <value>` line per ratio;
  *   (b) an incremental sync of the unchanged organization: requests made (target: one listing, no CSV);
  *   (c) memory: RSS of this process sampled while syncing pages of 5000 rows whose reference field
  *       holds 300 KB (resources_customers.description), peak growth against the page size.
  *
  * Environment (all optional):
  *   DATABASE_URL             server for the bench databases (default postgres://postgres@127.0.0.1:5432/postgres)
+ *   BENCH_QUICK=1            100 000 rows per dataset (BENCH_SUPPLIERS=100000, BENCH_FORM_SUBMISSIONS=20000)
  *   BENCH_SUPPLIERS          supplier rows (default 200000)
  *   BENCH_FORM_SUBMISSIONS   submissions, 5 grid rows each (default 100000)
  *   BENCH_WIDE_ROWS          rows with a wide field for (c) (default 5001: one full page of 5000 and one more)
  *   BENCH_WIDE_BYTES         size of the wide field (default 300000)
- *   BENCH_RUNS               runs per measurement, best one reported (default 1)
+ *   BENCH_RUNS               runs per measurement, best ratio reported (default 1)
  *   BENCH_SYNC_PARTS         comma-separated parts to run: backfill, incremental, memory (default: all)
+ *   BENCH_SYNC_TARGETS       comma-separated targets to measure: postgres, sqlite, duckdb (default: all; RATIO lines only for all)
  *   BENCH_KEEP=1             keep the source database (exportsvc_bench_sync)
+ *
+ * measureSyncBackfillRatios() runs (a) alone for npm run bench:storage.
  */
 import { randomUUID } from "node:crypto";
-import { mkdtempSync, rmSync } from "node:fs";
+import { mkdtempSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { CursorCodec, CursorKeyring } from "@exportsvc/datasets";
@@ -66,17 +73,23 @@ async function generateForm(pool: ReturnType<typeof createPool>, orgId: string, 
   await pool.query("VACUUM ANALYZE");
 }
 
-class Skip extends Error {}
-
 interface SyncMeasurement extends Measurement {
   peakRssGrowthMb?: number;
 }
 
-async function measureSync(name: string, baseUrl: string, apiKey: string, dataset: string, kind: "postgres" | "sqlite", sampleRss = false): Promise<SyncMeasurement> {
+type TargetKind = "postgres" | "sqlite" | "duckdb";
+const ALL_TARGETS: Array<{ kind: TargetKind; label: string }> = [
+  { kind: "postgres", label: "PostgreSQL" },
+  { kind: "sqlite", label: "SQLite" },
+  { kind: "duckdb", label: "DuckDB" },
+];
+const TARGETS = process.env.BENCH_SYNC_TARGETS ? ALL_TARGETS.filter((t) => process.env.BENCH_SYNC_TARGETS!.split(",").includes(t.kind)) : ALL_TARGETS;
+
+async function measureSync(name: string, baseUrl: string, apiKey: string, dataset: string, kind: TargetKind, sampleRss = false): Promise<SyncMeasurement> {
   if (kind === "sqlite") linkOnDemandPackage("better-sqlite3"); // not in npm install: installed on first use
-  const dir = kind === "sqlite" ? mkdtempSync(join(tmpdir(), "bench-sync-")) : undefined;
+  const dir = kind !== "postgres" ? mkdtempSync(join(tmpdir(), "bench-sync-")) : undefined;
   const pg = kind === "postgres" ? await database("exportsvc_bench_sync_copy") : undefined;
-  const url = pg ? pg.url : `sqlite:${join(dir!, "copy.db")}`;
+  const url = pg ? pg.url : kind === "sqlite" ? `sqlite:${join(dir!, "copy.db")}` : `duckdb:${join(dir!, "copy.duckdb")}`;
   const client = new ExportApiClient({ baseUrl, apiKey });
   const target = openTarget(url);
   let peak = 0;
@@ -109,57 +122,123 @@ async function measureSync(name: string, baseUrl: string, apiKey: string, datase
   }
 }
 
-function line(m: Measurement, reference?: Measurement) {
-  const rps = m.rows / m.seconds;
-  const ratio = reference ? `  ${(rps / (reference.rows / reference.seconds)).toFixed(2)}x plain export` : "";
+const rowsPerSecond = (m: Measurement) => m.rows / m.seconds;
+
+function line(m: Measurement, referenceRowsPerSecond?: number) {
+  const rps = rowsPerSecond(m);
+  const ratio = referenceRowsPerSecond ? `  ${(rps / referenceRowsPerSecond).toFixed(2)}x plain export` : "";
   return `${m.name.padEnd(46)} ${String(m.rows).padStart(8)} rows ${m.seconds.toFixed(2).padStart(7)} s ${Math.round(rps).toLocaleString("en").padStart(9)} rows/s ${(m.bytes / 1e6 / m.seconds).toFixed(1).padStart(6)} MB/s${ratio}`;
 }
 
-async function main() {
-  const suppliers = num("BENCH_SUPPLIERS", 200_000);
-  const submissions = num("BENCH_FORM_SUBMISSIONS", 100_000);
-  const wideRows = num("BENCH_WIDE_ROWS", 5001);
-  const wideBytes = num("BENCH_WIDE_BYTES", 300_000);
-  const runs = num("BENCH_RUNS", 1);
-  const parts = new Set((process.env.BENCH_SYNC_PARTS || "backfill,incremental,memory").split(",").map((p) => p.trim()));
+export interface SyncBackfillRatios {
+  postgres: { resources: number; grid: number };
+  sqlite: { resources: number; grid: number };
+  duckdb: { resources: number; grid: number };
+}
+
+/** The bench's source: suppliers and a grid form, built, behind a running stack. */
+async function withSource<T>(options: { suppliers: number; submissions: number }, work: (source: { pool: ReturnType<typeof createPool>; organizationId: string; baseUrl: string; apiKey: string; grid: string }) => Promise<T>): Promise<T> {
   const source = await database("exportsvc_bench_sync");
   const pool = createPool({ connectionString: source.url, max: 4 });
   const organizationId = "0b0b0b0b-0000-4000-8000-00000000be01";
   try {
     await migrate(pool);
-    await generateSuppliers(pool, organizationId, suppliers, log);
+    await generateSuppliers(pool, organizationId, options.suppliers, log);
     const t = Date.now();
     const cursorKeys = newBenchCursorKeys();
-    await generateForm(pool, organizationId, submissions, cursorKeys);
-    log(`generated ${submissions} submissions (${submissions * 5} grid rows) and built their datasets in ${Date.now() - t} ms`);
+    await generateForm(pool, organizationId, options.submissions, cursorKeys);
+    log(`generated ${options.submissions} submissions (${options.submissions * 5} grid rows) and built their datasets in ${Date.now() - t} ms`);
     const { stack, apiKey } = await startBenchStack(pool, source.url, organizationId, cursorKeys);
     try {
       const listing = await new ExportApiClient({ baseUrl: stack.baseUrl, apiKey }).listing();
       if (listing.notModified) throw new Error("unexpected 304");
       const grid = listing.datasets.find((d) => d.parentDataset)!.key;
-      const best = async (run: () => Promise<Measurement>) => {
-        let winner: Measurement | undefined;
-        for (let i = 0; i < runs; i++) {
-          const m = await run();
-          if (!winner || m.seconds < winner.seconds) winner = m;
-        }
-        return winner!;
-      };
-      if (parts.has("backfill")) log(`\nbest of ${runs}, pages of 5000:`);
-      for (const dataset of parts.has("backfill") ? ["resources_suppliers", grid] : []) {
-        const plain = await best(async () => ({ ...(await measureHttp(stack.baseUrl, apiKey, dataset, 5000)), name: `plain HTTP export ${dataset}` }));
-        const pg = await best(() => measureSync(`sync ${dataset} → PostgreSQL`, stack.baseUrl, apiKey, dataset, "postgres"));
-        const lite = await best(() => measureSync(`sync ${dataset} → SQLite`, stack.baseUrl, apiKey, dataset, "sqlite"));
-        if (pg.rows !== plain.rows || lite.rows !== plain.rows) throw new Error(`row counts differ: export ${plain.rows}, PostgreSQL ${pg.rows}, SQLite ${lite.rows}`);
-        log(line(plain));
-        log(line(pg, plain) + "  (target >= 0.60x)");
-        log(line(lite, plain));
-      }
+      return await work({ pool, organizationId, baseUrl: stack.baseUrl, apiKey, grid });
+    } finally {
+      await stack.stop();
+    }
+  } finally {
+    await pool.end();
+    if (process.env.BENCH_KEEP !== "1") await source.drop();
+  }
+}
 
-      // (b) An unchanged organization: one listing request (a 304), no CSV request.
+/**
+ * (a) for one dataset, interleaved: plain, PostgreSQL, plain, SQLite, plain, DuckDB, plain; each
+ * target's ratio against the mean rows/s of the plain exports either side of it (the machine's load
+ * drifts). `runs` rounds, the best ratio of each target kept.
+ */
+async function backfillRatios(baseUrl: string, apiKey: string, dataset: string, runs: number, targets = ALL_TARGETS): Promise<Record<TargetKind, number>> {
+  const best: Record<TargetKind, number> = { postgres: 0, sqlite: 0, duckdb: 0 };
+  for (let run = 0; run < runs; run++) {
+    const plain = async () => ({ ...(await measureHttp(baseUrl, apiKey, dataset, 5000)), name: `plain HTTP export ${dataset}` });
+    let before = await plain();
+    log(line(before));
+    for (const { kind, label } of targets) {
+      const synced = await measureSync(`sync ${dataset} → ${label}`, baseUrl, apiKey, dataset, kind);
+      const after = await plain();
+      if (synced.rows !== before.rows) throw new Error(`row counts differ: export ${before.rows}, ${label} ${synced.rows}`);
+      const reference = (rowsPerSecond(before) + rowsPerSecond(after)) / 2;
+      log(line(synced, reference));
+      log(line(after));
+      best[kind] = Math.max(best[kind], rowsPerSecond(synced) / reference);
+      before = after;
+    }
+  }
+  return best;
+}
+
+/**
+ * bench:storage's part of this bench: the six backfill ratios on a source of its own (`suppliers`
+ * supplier rows; `submissions` submissions of 5 grid rows each, so 20 000 for a 100 000-row grid),
+ * one interleaved round per dataset. Uses the databases exportsvc_bench_sync and
+ * exportsvc_bench_sync_copy: not beside a running bench:sync.
+ */
+export async function measureSyncBackfillRatios(options: { suppliers: number; submissions: number }): Promise<SyncBackfillRatios> {
+  return withSource(options, async ({ baseUrl, apiKey, grid }) => {
+    const resources = await backfillRatios(baseUrl, apiKey, "resources_suppliers", 1);
+    const grids = await backfillRatios(baseUrl, apiKey, grid, 1);
+    return {
+      postgres: { resources: resources.postgres, grid: grids.postgres },
+      sqlite: { resources: resources.sqlite, grid: grids.sqlite },
+      duckdb: { resources: resources.duckdb, grid: grids.duckdb },
+    };
+  });
+}
+
+export function ratioLines(r: SyncBackfillRatios): string[] {
+  return (["postgres", "sqlite", "duckdb"] as const).flatMap((kind) => [
+    `RATIO sync_${kind}_vs_http_resources ${r[kind].resources.toFixed(3)}`,
+    `RATIO sync_${kind}_vs_http_grid ${r[kind].grid.toFixed(3)}`,
+  ]);
+}
+
+async function main() {
+  const quick = process.env.BENCH_QUICK === "1";
+  const suppliers = num("BENCH_SUPPLIERS", quick ? 100_000 : 200_000);
+  const submissions = num("BENCH_FORM_SUBMISSIONS", quick ? 20_000 : 100_000);
+  const wideRows = num("BENCH_WIDE_ROWS", 5001);
+  const wideBytes = num("BENCH_WIDE_BYTES", 300_000);
+  const runs = num("BENCH_RUNS", 1);
+  const parts = new Set((process.env.BENCH_SYNC_PARTS || "backfill,incremental,memory").split(",").map((p) => p.trim()));
+  let ratios: SyncBackfillRatios | undefined;
+  await withSource({ suppliers, submissions }, async ({ pool, organizationId, baseUrl, apiKey, grid }) => {
+    if (parts.has("backfill")) {
+      log(`\nbackfill, pages of 5000, interleaved with plain exports, best of ${runs} (load average ${loadAverage()}):`);
+      const resources = await backfillRatios(baseUrl, apiKey, "resources_suppliers", runs, TARGETS);
+      const grids = await backfillRatios(baseUrl, apiKey, grid, runs, TARGETS);
+      ratios = {
+        postgres: { resources: resources.postgres, grid: grids.postgres },
+        sqlite: { resources: resources.sqlite, grid: grids.sqlite },
+        duckdb: { resources: resources.duckdb, grid: grids.duckdb },
+      };
+      log(`targets: PostgreSQL and DuckDB >= 0.70x, SQLite >= 0.50x (load average ${loadAverage()})`);
+    }
+
+    // (b) An unchanged organization: one listing request (a 304), no CSV request.
+    if (parts.has("incremental")) {
       const copy = await database("exportsvc_bench_sync_copy");
       try {
-        if (!parts.has("incremental")) throw new Skip();
         let listings = 0;
         let pages = 0;
         class Counting extends ExportApiClient {
@@ -173,7 +252,7 @@ async function main() {
           }
         }
         const sync = async () => {
-          const client = new Counting({ baseUrl: stack.baseUrl, apiKey });
+          const client = new Counting({ baseUrl, apiKey });
           const target = openTarget(copy.url);
           await target.open({ writer: true });
           try {
@@ -189,14 +268,13 @@ async function main() {
         const started = Date.now();
         const again = await sync();
         log(`\nincremental sync of the unchanged organization: listing ${again.listing}, ${listings} listing request(s), ${pages} CSV request(s), ${Date.now() - started} ms`);
-      } catch (err) {
-        if (!(err instanceof Skip)) throw err;
       } finally {
         await copy.drop();
       }
+    }
 
-      // (c) Memory with wide rows: customers whose description holds a 300 KB JSON reference.
-      if (!parts.has("memory")) return;
+    // (c) Memory with wide rows: customers whose description holds a 300 KB JSON reference.
+    if (parts.has("memory")) {
       const t = Date.now();
       await pool.query(
         `INSERT INTO customers (organization_id, id, name, description, last_modified)
@@ -205,21 +283,19 @@ async function main() {
         [organizationId, wideRows, wideBytes],
       );
       log(`\ngenerated ${wideRows} customers with a ${wideBytes}-byte field in ${Date.now() - t} ms`);
-      for (const kind of ["postgres", "sqlite"] as const) {
-        const wide = await measureSync(`sync resources_customers (wide) → ${kind === "postgres" ? "PostgreSQL" : "SQLite"}`, stack.baseUrl, apiKey, "resources_customers", kind, true);
+      for (const { kind, label } of TARGETS) {
+        const wide = await measureSync(`sync resources_customers (wide) → ${label}`, baseUrl, apiKey, "resources_customers", kind, true);
         log(line(wide));
         log(
           `memory (${kind}): peak RSS growth ${wide.peakRssGrowthMb!.toFixed(0)} MB while streaming ${wide.pages} pages, ${(wide.bytes / 1e6).toFixed(0)} MB in all ` +
             `(${((wide.bytes / Math.max(1, wide.pages)) / 1e6).toFixed(0)} MB per page of up to 5000 rows with ${wideBytes}-byte fields)`,
         );
       }
-    } finally {
-      await stack.stop();
     }
-  } finally {
-    await pool.end();
-    if (process.env.BENCH_KEEP !== "1") await source.drop();
-  }
+  });
+  if (ratios && TARGETS.length === ALL_TARGETS.length) for (const l of ratioLines(ratios)) log(l);
 }
+
+const loadAverage = () => readFileSync("/proc/loadavg", "utf8").split(" ").slice(0, 3).join(" ");
 
 runAsScript(module, main, "bench:sync");

@@ -14,7 +14,7 @@ import { ApiError } from "./api/errors";
 import { SyncEngine, type RunSummary } from "./engine";
 import { jsonReporter, redact, terminalReporter, type Reporter } from "./report";
 import { status } from "./status";
-import { openTarget, redactUrl, type Target } from "./targets";
+import { isTargetUrl, openTarget, redactUrl, type Target } from "./targets";
 import { verify, type VerifyResult } from "./verify";
 
 const EXIT = { ok: 0, partial: 1, fatal: 2, usage: 64, interrupted: 130 } as const;
@@ -75,8 +75,8 @@ function baseUrl(opts: GlobalOptions): string {
 
 function targetUrl(opts: GlobalOptions): string {
   const url = opts.target ?? process.env.SYNC_TARGET;
-  if (!url) throw new UsageError("no target: set SYNC_TARGET or --target (postgres://… or sqlite:<file>)");
-  if (!/^postgres(ql)?:\/\//.test(url) && !url.startsWith("sqlite:")) throw new UsageError(`SYNC_TARGET must be a postgres:// or sqlite: URL (got ${redactUrl(url)})`);
+  if (!url) throw new UsageError("no target: set SYNC_TARGET or --target (postgres://…, sqlite:<file> or duckdb:<file>)");
+  if (!isTargetUrl(url)) throw new UsageError(`SYNC_TARGET must be a postgres://, sqlite: or duckdb: URL (got ${redactUrl(url)})`);
   return url;
 }
 
@@ -137,10 +137,10 @@ export function buildProgram(): Command {
   const program = new Command("dataset-sync")
     // Commander reports usage errors itself; main() turns them into exit code 64, not commander's 1.
     .exitOverride()
-    .description("Keep a PostgreSQL or SQLite copy of an organization's export datasets current")
+    .description("Keep a PostgreSQL, SQLite or DuckDB copy of an organization's export datasets current")
     .option("--base-url <url>", "service address (env EXPORT_BASE_URL)")
     .option("--api-key-file <path>", "file holding the API key secret (env EXPORT_API_KEY_FILE; or the key itself in EXPORT_API_KEY)")
-    .option("--target <url>", "postgres://… or sqlite:<file> (env SYNC_TARGET)")
+    .option("--target <url>", "postgres://…, sqlite:<file> or duckdb:<file> (env SYNC_TARGET)")
     .addOption(new Option("--limit <rows>", "rows per CSV request, 1 to 5000").default(5000).argParser(intIn(1, 5000)))
     .addOption(new Option("--concurrency <n>", "datasets synced at once (one request in flight each), up to 5").default(1).argParser(intIn(1, 5)))
     .addOption(new Option("--full-every <duration>", "re-read each dataset in full and sweep deletions this often").default(parseDuration("24h"), "24h").argParser(parseDuration))

@@ -9,7 +9,7 @@
  * apply the dataset's deletion feed; a moved rewriteToken or an expired deletions cursor makes the
  * dataset's sync a full read.
  */
-import { ExportApiClient, sleep } from "./api/client";
+import { ExportApiClient, sleep, type PageResponse } from "./api/client";
 import { ApiError, RetriesExhaustedError, StreamAbortedError, isApiError } from "./api/errors";
 import { backoffDelay } from "./api/retry";
 import { CURSOR_COLUMN, isGridDataset, type ListingEntry } from "./api/types";
@@ -71,6 +71,13 @@ export class SyncEngine {
   private readonly extensions: SyncExtension[];
   /** The last listing read, by key (grid datasets are trimmed against their root dataset). */
   private listed = new Map<string, ListingEntry>();
+  /**
+   * Per dataset, the next page's request, opened as soon as a full page's last cursor is known: the
+   * server prepares it while the target writes the page (flow control holds back the body's bytes
+   * until it is read, so memory stays one page). Used only by a read from that very cursor;
+   * otherwise (a failed page, a stop) discarded.
+   */
+  private prefetched = new Map<string, { cursor: string; response: Promise<PageResponse> }>();
 
   constructor(
     private readonly client: ExportApiClient,
@@ -179,7 +186,12 @@ export class SyncEngine {
     const worker = async () => {
       for (let entry = queue.shift(); entry && !this.stopping; entry = queue.shift()) {
         done.add(entry.key);
-        const outcome = await this.syncDataset(state, entry, summary);
+        let outcome: Outcome;
+        try {
+          outcome = await this.syncDataset(state, entry, summary);
+        } finally {
+          this.discardPrefetch(entry.key);
+        }
         if (outcome === "not-found") notFound.push(entry.key);
       }
     };
@@ -358,7 +370,7 @@ export class SyncEngine {
     const attempts = this.client.retry.pageAttempts;
     for (let attempt = 1; ; attempt++) {
       try {
-        const res = await this.client.openPage(entry, { cursor: ds.cursor, limit: this.limit });
+        const res = await this.openPage(entry, ds.cursor);
         const raw = this.target.writeRawPage ? await splitCsvPage(res.body, res.request) : undefined;
         const reader = raw ? undefined : await readCsvPage(res.body, res.request);
         const header = (raw ?? reader)!.header;
@@ -380,7 +392,11 @@ export class SyncEngine {
         if (added || Object.keys(plan.columns).some((k) => !(k in columns))) columns = await this.target.ensureTable(plan, ds.columns);
         const applied: TablePlan = { ...plan, columns: Object.fromEntries(Object.keys(plan.columns).map((k) => [k, columns[k] ?? plan.columns[k]])) };
         const at = this.now().toISOString();
-        const advance = (count: number, lastCursor: string | null): DatasetState => ({
+        const advance = (count: number, lastCursor: string | null): DatasetState => {
+          if (count === this.limit && lastCursor) this.prefetch(entry, lastCursor);
+          return advanced(count, lastCursor);
+        };
+        const advanced = (count: number, lastCursor: string | null): DatasetState => ({
           ...ds,
           columns,
           cursor: lastCursor ?? ds.cursor,
@@ -428,6 +444,39 @@ export class SyncEngine {
         await sleep(delayMs, this.opts.signal).catch(() => undefined);
       }
     }
+  }
+
+  private openPage(entry: ListingEntry, cursor: string | null): Promise<PageResponse> {
+    const ahead = this.prefetched.get(entry.key);
+    if (ahead && ahead.cursor === cursor) {
+      this.prefetched.delete(entry.key);
+      return ahead.response;
+    }
+    this.discardPrefetch(entry.key);
+    return this.client.openPage(entry, { cursor, limit: this.limit });
+  }
+
+  private prefetch(entry: ListingEntry, cursor: string) {
+    this.discardPrefetch(entry.key);
+    if (this.stopping) return;
+    const response = this.client.openPage(entry, { cursor, limit: this.limit });
+    // A failure is reported by the read that uses it (or by nobody, when it is discarded).
+    response.catch(() => undefined);
+    this.prefetched.set(entry.key, { cursor, response });
+  }
+
+  private discardPrefetch(key: string) {
+    const ahead = this.prefetched.get(key);
+    if (!ahead) return;
+    this.prefetched.delete(key);
+    ahead.response.then(
+      (res) => {
+        // Destroying an unread body emits an abort error: expected here.
+        res.body.on("error", () => undefined);
+        res.body.destroy();
+      },
+      () => undefined,
+    );
   }
 
   /** Polls until the signal fires: a run, then `intervalMs` of waiting (cut short by the signal). */

@@ -6,6 +6,6 @@ export { readCsvPage, type Cell, type CsvPageReader } from "./csv";
 export { SyncEngine, planTable, type SyncOptions, type SyncEvent, type RunSummary } from "./engine";
 export type { SyncExtension, DatasetContext } from "./hooks";
 export type { DatasetState, SyncState } from "./state";
-export { openTarget, PostgresTarget, redactUrl, type SqliteTarget, type Target, type TablePlan } from "./targets";
+export { openTarget, DuckDBTarget, PostgresTarget, redactUrl, type SqliteTarget, type Target, type TablePlan } from "./targets";
 export { verify, openFullExport, type VerifyResult } from "./verify";
 export { status, type DatasetStatus } from "./status";

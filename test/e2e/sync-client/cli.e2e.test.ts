@@ -9,7 +9,7 @@ import { join } from "node:path";
 import { startE2E, type E2E } from "../../support/fixture";
 import { waitFor } from "../../support/forms";
 import { startTcpProxy, viaProxy } from "../../support/tcp-proxy";
-import { copyRows, jsonLines, newPostgresTarget, newSqliteTarget, runCli, type CliRun, type TargetDb } from "./harness";
+import { copyRows, jsonLines, newPostgresTarget, newSqliteTarget, runCli, type CliRun, type TargetDb, TARGET_KINDS, newTarget } from "./harness";
 import { expectCopyEqualsSource, hygieneOrg } from "./shared";
 
 describe("dataset-sync CLI", () => {
@@ -34,10 +34,10 @@ describe("dataset-sync CLI", () => {
     return run;
   }
 
-  it.each(["postgres", "sqlite"] as const)("%s: SIGKILLed mid-sync three times and restarted, the copy has no duplicate and no gap", async (kind) => {
+  it.each(TARGET_KINDS)("%s: SIGKILLed mid-sync three times and restarted, the copy has no duplicate and no gap", async (kind) => {
     const { org, id } = await hygieneOrg(e2e);
     await org.apply({ suppliers: Array.from({ length: 1500 }, (_, i) => ({ id: id(`s:${i}`), name: `Supplier ${i}`, description: "d".repeat(200) })) });
-    const db = kind === "postgres" ? await newPostgresTarget() : await newSqliteTarget();
+    const db = await newTarget(kind);
     targets.push(db);
     const env = { EXPORT_BASE_URL: e2e.baseUrl, EXPORT_API_KEY: org.secret, SYNC_TARGET: db.url };
     for (const killAfterPages of [3, 7, 12]) {

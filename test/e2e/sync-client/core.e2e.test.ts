@@ -5,7 +5,7 @@
  */
 import { waitFor } from "../../support/forms";
 import { ExportApiClient, verify, type VerifyResult } from "../../../packages/sync-client/src";
-import { copyRows, execOnCopy, syncOnce, withTarget } from "./harness";
+import { copyRows, execOnCopy, syncOnce, withTarget, TARGET_KINDS } from "./harness";
 import { expectCopyEqualsSource, hygieneOrg, syncClientStack } from "./shared";
 
 describe("sync client: core loader rules", () => {
@@ -22,7 +22,7 @@ describe("sync client: core loader rules", () => {
     },
   });
 
-  it.each(["postgres", "sqlite"] as const)("a full sync of the demo organization into %s equals the source; a second sync costs one listing request", async (kind) => {
+  it.each(TARGET_KINDS)("a full sync of the demo organization into %s equals the source; a second sync costs one listing request", async (kind) => {
     const db = await stack.target(kind);
     const first = await syncOnce(stack.e2e.baseUrl, stack.e2e.apiKey, db.url, { limit: 7 });
     expect(first.summary.failed).toEqual([]);
@@ -34,7 +34,7 @@ describe("sync client: core loader rules", () => {
     expect({ listings: again.listings, pages: again.pages }).toEqual({ listings: 1, pages: 0 });
   }, 180_000);
 
-  it.each(["postgres", "sqlite"] as const)("%s: verify finds every dataset of a fresh copy equal, value by value, and names each tampered row", async (kind) => {
+  it.each(TARGET_KINDS)("%s: verify finds every dataset of a fresh copy equal, value by value, and names each tampered row", async (kind) => {
     const db = await stack.target(kind);
     expect((await syncOnce(stack.e2e.baseUrl, stack.e2e.apiKey, db.url)).summary.failed).toEqual([]);
     const runVerify = async () => {
@@ -68,7 +68,7 @@ describe("sync client: core loader rules", () => {
     expect(suppliers.examples).toEqual([`changed id=${changed} (name)`, "extra id=00000000-0000-4000-8000-00000000e7a1", `missing id=${removed}`]);
   }, 180_000);
 
-  it.each(["postgres", "sqlite"] as const)("%s: a product deleted and restored under its id, or loaded after a lot naming it: the lot shows its name after the next sync", async (kind) => {
+  it.each(TARGET_KINDS)("%s: a product deleted and restored under its id, or loaded after a lot naming it: the lot shows its name after the next sync", async (kind) => {
     const { id, org } = await hygieneOrg(stack.e2e);
     const db = await stack.target(kind);
     const run = () => syncOnce(stack.e2e.baseUrl, org.secret, db.url);
@@ -106,7 +106,7 @@ describe("sync client: core loader rules", () => {
     expect(await secondLotName()).toBe("Salt");
   }, 120_000);
 
-  it.each(["postgres", "sqlite"] as const)("%s: an edit, a new submission, a removed grid row reach the copy; a deleted resource goes at once (deletion feed)", async (kind) => {
+  it.each(TARGET_KINDS)("%s: an edit, a new submission, a removed grid row reach the copy; a deleted resource goes at once (deletion feed)", async (kind) => {
     const { id, org, submission } = await hygieneOrg(stack.e2e);
     const db = await stack.target(kind);
     const run = (opts = {}) => syncOnce(stack.e2e.baseUrl, org.secret, db.url, { limit: 2, ...opts });
@@ -144,5 +144,19 @@ describe("sync client: core loader rules", () => {
     const state = await withTarget(db.url, (t) => t.loadState());
     expect(state.datasets.get("resources_suppliers")?.lastFullReadAt).toBeTruthy();
     expect(state.datasets.get("resources_suppliers")?.inProgress).toBe(false);
+  }, 120_000);
+  it.each(TARGET_KINDS)("%s: a grid synced on its own (no root table to compare with) drops the grid rows a submission lost", async (kind) => {
+    const { id, org, submission } = await hygieneOrg(stack.e2e);
+    const db = await stack.target(kind);
+    const run = () => syncOnce(stack.e2e.baseUrl, org.secret, db.url, { limit: 2, only: ["hygiene_round__items"] });
+    expect((await run()).summary.failed).toEqual([]);
+    expect((await copyRows(db, "hygiene_round__items", ["id"])).length).toBe(4);
+    await org.apply({ submissions: [submission(1, { area: "Bakery", score: 3, items: [{ item: "floor" }, { item: "walls" }] })] });
+    await waitFor("the edit exported", async () => !(await org.page("hygiene_round__items")).rows.some((r) => r.item === "ceiling"));
+    const again = await run();
+    expect(again.summary.failed).toEqual([]);
+    const grid = await copyRows(db, "hygiene_round__items", ["id", "row_index", "item"]);
+    expect(grid.filter((r) => r.id === id("sub:1")).map((r) => [r.row_index, r.item]).sort()).toEqual([["1", "floor"], ["2", "walls"]]);
+    expect(grid.filter((r) => r.id === id("sub:2")).map((r) => [r.row_index, r.item])).toEqual([["1", "belt"]]);
   }, 120_000);
 });

@@ -6,7 +6,7 @@
  */
 import type { SyncEvent } from "../../../packages/sync-client/src";
 import { field, waitFor } from "../../support/forms";
-import { copyRows, syncOnce, withTarget } from "./harness";
+import { copyRows, syncOnce, withTarget, TARGET_KINDS } from "./harness";
 import { expectCopyEqualsSource, hygieneOrg, syncClientStack } from "./shared";
 
 describe("sync client: deletion feed and rewriteToken", () => {
@@ -24,7 +24,7 @@ describe("sync client: deletion feed and rewriteToken", () => {
     return { events, run };
   };
 
-  it.each(["postgres", "sqlite"] as const)("%s: deletes reach the copy incrementally, a re-created row stays, a moved rewriteToken re-reads only its datasets", async (kind) => {
+  it.each(TARGET_KINDS)("%s: deletes reach the copy incrementally, a re-created row stays, a moved rewriteToken re-reads only its datasets", async (kind) => {
     const { id, org, form, submission } = await hygieneOrg(stack.e2e);
     const db = await stack.target(kind);
     const { events, run } = recordingSync(org.secret, db.url);
@@ -101,7 +101,7 @@ describe("sync client: deletion feed and rewriteToken", () => {
     await expectCopyEqualsSource(org, db);
   }, 240_000);
 
-  it.each(["postgres", "sqlite"] as const)("%s: a deletions cursor behind pruned tombstones (410 DELETIONS_CURSOR_EXPIRED) re-reads that dataset in full and restarts the feed", async (kind) => {
+  it.each(TARGET_KINDS)("%s: a deletions cursor behind pruned tombstones (410 DELETIONS_CURSOR_EXPIRED) re-reads that dataset in full and restarts the feed", async (kind) => {
     const { id, org } = await hygieneOrg(stack.e2e);
     const db = await stack.target(kind);
     const { events, run } = recordingSync(org.secret, db.url);

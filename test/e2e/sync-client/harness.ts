@@ -10,6 +10,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import "../../support/linked/better-sqlite3";
 import Database from "better-sqlite3";
+import { DuckDBInstance } from "@duckdb/node-api";
 import { Client } from "pg";
 import { createDatabase, dropDatabase } from "@exportsvc/db";
 import { ExportApiClient, SyncEngine, openTarget, type RunSummary, type SyncOptions, type Target } from "../../../packages/sync-client/src";
@@ -20,8 +21,15 @@ export const CLI = join(ROOT, "packages", "sync-client", "src", "cli.ts");
 
 export interface TargetDb {
   url: string;
-  kind: "postgres" | "sqlite";
+  kind: "postgres" | "sqlite" | "duckdb";
   drop(): Promise<void>;
+}
+
+/** Every target the sync client writes: each suite's loader rules run against all of them. */
+export const TARGET_KINDS = ["postgres", "sqlite", "duckdb"] as const;
+
+export function newTarget(kind: TargetDb["kind"]): Promise<TargetDb> {
+  return kind === "postgres" ? newPostgresTarget() : kind === "sqlite" ? newSqliteTarget() : newDuckdbTarget();
 }
 
 export async function newPostgresTarget(): Promise<TargetDb> {
@@ -34,6 +42,24 @@ export async function newPostgresTarget(): Promise<TargetDb> {
 export async function newSqliteTarget(): Promise<TargetDb> {
   const dir = mkdtempSync(join(tmpdir(), "sync-copy-"));
   return { url: `sqlite:${join(dir, "copy.db")}`, kind: "sqlite", drop: async () => rmSync(dir, { recursive: true, force: true }) };
+}
+
+export async function newDuckdbTarget(): Promise<TargetDb> {
+  const dir = mkdtempSync(join(tmpdir(), "sync-copy-"));
+  return { url: `duckdb:${join(dir, "copy.duckdb")}`, kind: "duckdb", drop: async () => rmSync(dir, { recursive: true, force: true }) };
+}
+
+/** Runs statements on a DuckDB copy (no sync may hold the file meanwhile); returns the last statement's rows. */
+async function onDuckdb(db: TargetDb, sql: string): Promise<Array<Record<string, unknown>>> {
+  const instance = await DuckDBInstance.create(db.url.replace(/^duckdb:/, ""));
+  const conn = await instance.connect();
+  try {
+    await conn.run("SET TimeZone = 'UTC'");
+    return (await conn.runAndReadAll(sql)).getRowObjectsJS() as Array<Record<string, unknown>>;
+  } finally {
+    conn.closeSync();
+    instance.closeSync();
+  }
 }
 
 /** Counts the requests the engine makes. */
@@ -93,6 +119,13 @@ export async function copyRows(db: TargetDb, table: string, columns: string[]): 
       await c.end();
     }
   }
+  if (db.kind === "duckdb") {
+    // Numbers are DOUBLE, read as JS numbers (normalizeExportRow reads the export's the same way); booleans as t/f like the export.
+    const cols = columns.map((k) => `CASE WHEN typeof("${k}") = 'BOOLEAN' THEN left(CAST("${k}" AS VARCHAR), 1) WHEN typeof("${k}") = 'DOUBLE' THEN NULL ELSE CAST("${k}" AS VARCHAR) END AS "${k}", CASE WHEN typeof("${k}") = 'DOUBLE' THEN "${k}" END AS "${k}$number"`);
+    return (await onDuckdb(db, `SELECT ${cols.join(", ")} FROM "${table}"`)).map((r) =>
+      Object.fromEntries(columns.map((k) => [k, r[`${k}$number`] !== null && r[`${k}$number`] !== undefined ? String(r[`${k}$number`]) : (r[k] as string | null)])),
+    );
+  }
   const d = new Database(db.url.replace(/^sqlite:/, ""), { readonly: true });
   try {
     return (d.prepare(`SELECT ${columns.map((k) => `"${k}"`).join(", ")} FROM "${table}"`).all() as Array<Record<string, unknown>>).map((r) =>
@@ -115,6 +148,10 @@ export async function execOnCopy(db: TargetDb, sql: string): Promise<void> {
     }
     return;
   }
+  if (db.kind === "duckdb") {
+    await onDuckdb(db, sql);
+    return;
+  }
   const d = new Database(db.url.replace(/^sqlite:/, ""));
   try {
     d.exec(sql);
@@ -124,11 +161,12 @@ export async function execOnCopy(db: TargetDb, sql: string): Promise<void> {
 }
 
 /** Export rows and copy rows keyed alike and compared as text; booleans in SQLite are 1/0. */
-export function normalizeExportRow(row: Row, columns: string[], booleanColumns: Set<string>, kind: "postgres" | "sqlite") {
+export function normalizeExportRow(row: Row, columns: string[], booleanColumns: Set<string>, kind: TargetDb["kind"], numberColumns = new Set<string>()) {
   const out: Record<string, string | null> = {};
   for (const k of columns) {
     const v = row[k] === undefined || row[k] === "" ? null : row[k];
-    out[k] = kind === "sqlite" && booleanColumns.has(k) && v !== null ? (v === "t" ? "1" : "0") : v;
+    if (kind === "duckdb" && numberColumns.has(k) && v !== null) out[k] = String(Number(v));
+    else out[k] = kind === "sqlite" && booleanColumns.has(k) && v !== null ? (v === "t" ? "1" : "0") : v;
   }
   return out;
 }

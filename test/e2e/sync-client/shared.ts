@@ -1,7 +1,7 @@
 /** The organizations and comparisons the sync client suites share. */
 import { startE2E, type E2E } from "../../support/fixture";
 import { field, formOrganization, idFactory, pageAll, site, waitFor, type FormOrganization } from "../../support/forms";
-import { copyRows, newPostgresTarget, newSqliteTarget, normalizeExportRow, rowKey, withTarget, type TargetDb } from "./harness";
+import { copyRows, newTarget, normalizeExportRow, rowKey, withTarget, type TargetDb } from "./harness";
 
 /** A suite's stack (started once) and the copy databases its tests open, all dropped afterwards. */
 export function syncClientStack() {
@@ -20,7 +20,7 @@ export function syncClientStack() {
       return e2e;
     },
     async target(kind: TargetDb["kind"] = "postgres"): Promise<TargetDb> {
-      const t = kind === "postgres" ? await newPostgresTarget() : await newSqliteTarget();
+      const t = await newTarget(kind);
       targets.push(t);
       return t;
     },
@@ -35,7 +35,8 @@ export async function expectCopyEqualsSource(org: Pick<FormOrganization, "listin
     const { rows } = await pageAll((p) => org.page(ds.key, p), 5000);
     const columns = ds.columns.map((c) => c.key).filter((k) => k !== "_cursor");
     const booleans = new Set(ds.columns.filter((c) => c.dataType === "boolean").map((c) => c.key));
-    const expected = rows.map((r) => normalizeExportRow(r, columns, booleans, db.kind)).sort((a, b) => rowKey(a).localeCompare(rowKey(b)));
+    const numbers = new Set(ds.columns.filter((c) => c.dataType === "number").map((c) => c.key));
+    const expected = rows.map((r) => normalizeExportRow(r, columns, booleans, db.kind, numbers)).sort((a, b) => rowKey(a).localeCompare(rowKey(b)));
     const actual = rows.length === 0 && !(await withTarget(db.url, (t) => t.countRows(ds.key))) ? [] : await copyRows(db, ds.key, columns);
     actual.sort((a, b) => rowKey(a).localeCompare(rowKey(b)));
     expect({ dataset: ds.key, rows: actual }).toEqual({ dataset: ds.key, rows: expected });

@@ -1,10 +1,12 @@
 import { resolve } from "node:path";
+import { DuckDBTarget } from "./duckdb";
 import { PostgresTarget } from "./postgres";
 import { redactUrl } from "./sql";
 import type { Target } from "./target";
 
 export type { Target, TablePlan } from "./target";
 export type { SqliteTarget } from "./sqlite";
+export { DuckDBTarget };
 export { PostgresTarget, redactUrl };
 
 /**
@@ -24,7 +26,14 @@ function sqliteTarget(file: string): Target {
   return new mod.SqliteTarget(file);
 }
 
-/** `postgres://…` / `postgresql://…` or `sqlite:<path>` (also `sqlite://<path>`, `sqlite:///abs/path`). */
+/** The target URL forms (SYNC_TARGET): `postgres://…`, `sqlite:<path>`, `duckdb:<path>`. */
+export const isTargetUrl = (url: string) => /^postgres(ql)?:\/\//.test(url) || url.startsWith("sqlite:") || url.startsWith("duckdb:");
+
+/**
+ * `postgres://…` / `postgresql://…`, `sqlite:<path>` (also `sqlite://<path>`, `sqlite:///abs/path`)
+ * or `duckdb:<path>` (same forms). @duckdb/node-api, an optional peer like better-sqlite3, is
+ * loaded when a duckdb: target opens.
+ */
 export function openTarget(url: string, opts: { concurrency?: number } = {}): Target {
   if (/^postgres(ql)?:\/\//.test(url)) return new PostgresTarget(url, Math.max(2, (opts.concurrency ?? 1) + 2));
   if (url.startsWith("sqlite:")) {
@@ -32,5 +41,10 @@ export function openTarget(url: string, opts: { concurrency?: number } = {}): Ta
     if (!path) throw new Error("SYNC_TARGET sqlite: needs a file path, e.g. sqlite:./copy.db");
     return sqliteTarget(path === ":memory:" ? path : resolve(path));
   }
-  throw new Error(`SYNC_TARGET must be a postgres:// or sqlite: URL (got ${redactUrl(url)})`);
+  if (url.startsWith("duckdb:")) {
+    const path = url.replace(/^duckdb:(\/\/)?/, "");
+    if (!path) throw new Error("SYNC_TARGET duckdb: needs a file path, e.g. duckdb:./copy.duckdb");
+    return new DuckDBTarget(path === ":memory:" ? path : resolve(path));
+  }
+  throw new Error(`SYNC_TARGET must be a postgres://, sqlite: or duckdb: URL (got ${redactUrl(url)})`);
 }

@@ -90,8 +90,8 @@ export interface ContentDifferences {
 }
 
 export interface Target {
-  readonly kind: "postgres" | "sqlite";
-  /** Datasets synced at once at most (SQLite: one writer). */
+  readonly kind: "postgres" | "sqlite" | "duckdb";
+  /** Datasets synced at once at most (SQLite, DuckDB: one writer). */
   readonly maxConcurrency: number;
   /** Creates the state tables if needed. `writer`: this process will write (takes the target's writer lock). */
   open(opts: { writer: boolean }): Promise<void>;

@@ -1,0 +1,424 @@
+/**
+ * DuckDB target (@duckdb/node-api, an optional peer loaded on open). A page is one transaction:
+ * its raw records are written to a scratch file and loaded by DuckDB's own CSV reader into a
+ * temporary all-VARCHAR staging table (the export's dialect: an unquoted empty field is null, `""`
+ * an empty string), the rows of its keys are deleted from the dataset's table and the page appended
+ * with typed casts, the grid ids to trim are recorded and the state row is written, then COMMIT. DuckDB allows one writing process per file:
+ * that is the writer lock. State lives in the schema `dataset_sync`, copies in `main`.
+ */
+import { createWriteStream, mkdirSync, mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { pipeline } from "node:stream/promises";
+import type { DuckDBAppender, DuckDBConnection, DuckDBInstance } from "@duckdb/node-api";
+import type { Cell } from "../csv";
+import { reviveDatasetState, type DatasetState, type SyncState } from "../state";
+import { quoteIdent as q } from "./sql";
+import {
+  GENERATION_COLUMN,
+  type ContentComparison,
+  type ContentDifferences,
+  type FinishDataset,
+  type FinishResult,
+  type PageWrite,
+  type RawPageWrite,
+  type TablePlan,
+  type Target,
+  type TombstoneWrite,
+} from "./target";
+
+const TYPES: Record<string, string> = {
+  text: "VARCHAR",
+  number: "DOUBLE",
+  boolean: "BOOLEAN",
+  dateTime: "TIMESTAMPTZ",
+  localDateTime: "TIMESTAMP",
+  date: "DATE",
+  uuid: "UUID",
+};
+export const duckdbType = (dataType: string) => TYPES[dataType] ?? "VARCHAR";
+
+const STATE = "dataset_sync";
+const STAGE = q("sync$stage");
+const FRESH_STAGE = q("sync$fresh_stage");
+const FRESH = q("sync$fresh");
+const FRESH_KEYS = q("sync$fresh_keys");
+const TOMBSTONES = q("sync$tombstones");
+/** Differences compareContent names. */
+const EXAMPLES = 5;
+/**
+ * Reference fields run to hundreds of thousands of characters: a record may take 32 MiB (DuckDB's
+ * default line limit is 2 MB). The reader's buffer (by default 16 lines' worth) is set to two.
+ */
+const MAX_LINE_SIZE = 32 * 1024 * 1024;
+const BUFFER_SIZE = 2 * MAX_LINE_SIZE;
+
+type DuckDBModule = typeof import("@duckdb/node-api");
+
+/** Loads the optional peer, naming it when it is missing. */
+async function loadDuckDB(): Promise<DuckDBModule> {
+  try {
+    return await import("@duckdb/node-api");
+  } catch (err) {
+    if ((err as NodeJS.ErrnoException).code === "MODULE_NOT_FOUND" && /@duckdb\/node-api/.test((err as Error).message)) {
+      throw new Error("duckdb: targets need the optional dependency @duckdb/node-api (npm install @duckdb/node-api)");
+    }
+    throw err;
+  }
+}
+
+export class DuckDBTarget implements Target {
+  readonly kind = "duckdb" as const;
+  /** One connection, one writer. */
+  readonly maxConcurrency = 1;
+  private instance: DuckDBInstance | null = null;
+  private conn: DuckDBConnection | null = null;
+  private scratch: string | null = null;
+
+  constructor(readonly file: string) {}
+
+  private get db(): DuckDBConnection {
+    if (!this.conn) throw new Error("the DuckDB target is not open");
+    return this.conn;
+  }
+
+  async open({ writer }: { writer: boolean }): Promise<void> {
+    const { DuckDBInstance } = await loadDuckDB();
+    // A reader opens read-only, so several can look at a copy no process is writing.
+    // A page is held in DuckDB's memory until its commit (its transaction-local data does not spill):
+    // pages of very wide rows need a smaller --limit (see docs/sync-client.md, "CSV reading").
+    this.instance = await DuckDBInstance.create(this.file, writer || this.file === ":memory:" ? {} : { access_mode: "READ_ONLY" });
+    this.conn = await this.instance.connect();
+    // Value text forms equal the export's own (UTC).
+    await this.db.run("SET TimeZone = 'UTC'");
+    if (!writer) return;
+    await this.db.run(`
+      CREATE SCHEMA IF NOT EXISTS ${STATE};
+      CREATE TABLE IF NOT EXISTS ${STATE}.meta (key VARCHAR PRIMARY KEY, value VARCHAR);
+      CREATE TABLE IF NOT EXISTS ${STATE}.datasets (dataset_key VARCHAR PRIMARY KEY, table_name VARCHAR NOT NULL, state VARCHAR NOT NULL, updated_at TIMESTAMPTZ NOT NULL);
+      CREATE TABLE IF NOT EXISTS ${STATE}.touched (dataset_key VARCHAR NOT NULL, id UUID NOT NULL, last_modified TIMESTAMPTZ NOT NULL, max_row_index DOUBLE NOT NULL, PRIMARY KEY (dataset_key, id));`);
+    // Beside the copy, so a killed process's leftover page is overwritten by the next run, not left in /tmp.
+    this.scratch = this.file === ":memory:" ? mkdtempSync(join(tmpdir(), "dataset-sync-duckdb-")) : `${this.file}.dataset-sync`;
+    mkdirSync(this.scratch, { recursive: true });
+  }
+
+  private async rows(sql: string, values?: unknown[]): Promise<Array<Record<string, unknown>>> {
+    const reader = await this.db.runAndReadAll(sql, values as never);
+    return reader.getRowObjectsJS() as Array<Record<string, unknown>>;
+  }
+
+  private async changed(sql: string, values?: unknown[]): Promise<number> {
+    return Number((await this.db.run(sql, values as never)).rowsChanged);
+  }
+
+  private async tableExists(name: string, schema = "main"): Promise<boolean> {
+    return (await this.rows("SELECT 1 FROM duckdb_tables() WHERE schema_name = ? AND table_name = ? AND database_name = current_database()", [schema, name])).length > 0;
+  }
+
+  async loadState(): Promise<SyncState> {
+    const datasets = new Map<string, DatasetState>();
+    if (!(await this.tableExists("datasets", STATE))) return { listingEtag: null, datasets };
+    for (const row of await this.rows(`SELECT state FROM ${STATE}.datasets ORDER BY dataset_key`)) {
+      const state = reviveDatasetState(JSON.parse(row.state as string));
+      datasets.set(state.key, state);
+    }
+    const meta = await this.rows(`SELECT value FROM ${STATE}.meta WHERE key = 'listing_etag'`);
+    return { listingEtag: (meta[0]?.value as string | null | undefined) ?? null, datasets };
+  }
+
+  async ensureTable(plan: TablePlan, applied: Record<string, string>): Promise<Record<string, string>> {
+    return this.transaction(async () => {
+      const cols = Object.entries(plan.columns).map(([key, type]) => `${q(key)} ${duckdbType(type)}`);
+      await this.db.run(
+        // No PRIMARY KEY: see upsertFromStage (the keys are kept unique by each page's delete-then-append).
+        `CREATE TABLE IF NOT EXISTS ${q(plan.table)} (${cols.join(", ")}, ${q(GENERATION_COLUMN)} BIGINT NOT NULL DEFAULT 0)`,
+      );
+      const existing = new Set(
+        (await this.rows("SELECT column_name FROM duckdb_columns() WHERE schema_name = 'main' AND table_name = ? AND database_name = current_database()", [plan.table])).map((r) => r.column_name as string),
+      );
+      const next = { ...applied };
+      for (const [key, type] of Object.entries(plan.columns)) {
+        if (!existing.has(key)) {
+          await this.db.run(`ALTER TABLE ${q(plan.table)} ADD COLUMN IF NOT EXISTS ${q(key)} ${duckdbType(type)}`);
+          next[key] = type;
+        } else if (next[key] === undefined) {
+          next[key] = type;
+        } else if (duckdbType(next[key]) !== duckdbType(type) && !plan.keyColumns.includes(key)) {
+          // A retyped field: widen to text, which holds every value; never drop.
+          if (duckdbType(next[key]) !== "VARCHAR") await this.db.run(`ALTER TABLE ${q(plan.table)} ALTER COLUMN ${q(key)} TYPE VARCHAR`);
+          next[key] = "text";
+        }
+      }
+      return next;
+    });
+  }
+
+  async writePage(write: PageWrite): Promise<{ rows: number }> {
+    let rows = 0;
+    await this.transaction(async () => {
+      rows = await this.appendStage(STAGE, write.header.length, write.rows);
+      const state = write.stateAfter();
+      if (rows > 0) await this.upsertFromStage(write.plan, write.header, write.generation, state.key);
+      await this.db.run(`DROP TABLE ${STAGE}`);
+      await this.saveStateNow(state);
+    });
+    return { rows };
+  }
+
+  /** DuckDB's CSV reader parses the page: the records go to a scratch file as they arrive, then one read_csv loads them. */
+  async writeRawPage(write: RawPageWrite): Promise<{ rows: number }> {
+    if (!this.scratch) throw new Error("the DuckDB target is not open for writing");
+    const file = join(this.scratch, "page.csv");
+    try {
+      await pipeline(write.records, createWriteStream(file));
+    } catch (err) {
+      // A body that failed is a failed page whatever was written.
+      write.assertCleanEnd();
+      throw err;
+    }
+    write.assertCleanEnd();
+    let rows = 0;
+    try {
+      await this.transaction(async () => {
+        const columns = write.header.map((_, i) => `'c${i}': 'VARCHAR'`).join(", ");
+        await this.db.run(
+          `CREATE OR REPLACE TEMP TABLE ${STAGE} AS SELECT * FROM read_csv('${file.replace(/'/g, "''")}',
+             header = false, auto_detect = false, delim = ',', quote = '"', escape = '"', new_line = '\\n',
+             nullstr = '', allow_quoted_nulls = false, max_line_size = ${MAX_LINE_SIZE}, buffer_size = ${BUFFER_SIZE}, columns = {${columns}})`,
+        );
+        const last = await this.rows(`SELECT count(*) OVER () AS n, c${write.cursorColumn} AS cursor FROM ${STAGE} ORDER BY rowid DESC LIMIT 1`);
+        rows = Number(last[0]?.n ?? 0);
+        const state = write.stateAfter({ rows, lastCursor: (last[0]?.cursor as string | undefined) ?? null });
+        if (rows > 0) await this.upsertFromStage(write.plan, write.header, write.generation, state.key);
+        await this.db.run(`DROP TABLE ${STAGE}`);
+        await this.saveStateNow(state);
+      });
+    } finally {
+      rmSync(file, { force: true });
+    }
+    return { rows };
+  }
+
+  /** Rows into a fresh temporary all-VARCHAR table `c0..cN` by the appender; returns how many. */
+  private async appendStage(table: string, columns: number, rows: AsyncIterable<Cell[]>): Promise<number> {
+    await this.db.run(`CREATE OR REPLACE TEMP TABLE ${table} (${Array.from({ length: columns }, (_, i) => `c${i} VARCHAR`).join(", ")})`);
+    const appender: DuckDBAppender = await this.db.createAppender(table.replace(/^"|"$/g, ""), "main", "temp");
+    let count = 0;
+    try {
+      for await (const row of rows) {
+        for (let i = 0; i < columns; i++) {
+          const v = row[i];
+          if (v === null || v === undefined) appender.appendNull();
+          else appender.appendVarchar(v);
+        }
+        appender.endRow();
+        count++;
+      }
+      appender.flushSync();
+    } finally {
+      appender.closeSync();
+    }
+    return count;
+  }
+
+  /** The plan's columns present in the header, and the typed expression reading each from the staged page `s`. */
+  private stagedColumns(plan: TablePlan, header: string[]): { targets: string[]; values: string[]; keys: string[] } {
+    const targets: string[] = [];
+    const values: string[] = [];
+    const keys: string[] = [];
+    header.forEach((key, i) => {
+      if (!(key in plan.columns)) return;
+      const type = duckdbType(plan.columns[key]);
+      targets.push(q(key));
+      keys.push(key);
+      values.push(type === "VARCHAR" ? `s.c${i}` : `CAST(NULLIF(s.c${i}, '') AS ${type})`);
+    });
+    return { targets, values, keys };
+  }
+
+  /**
+   * The staged page into the dataset's table: rows of its keys deleted, then the page appended
+   * (the last row of a key the page holds twice). DuckDB tables carry no primary-key index: the
+   * upsert through one (ON CONFLICT) was a page's slowest step (see docs/sync-client.md, "The
+   * copy"), and the delete finds a page's keys by a hash join over the key columns. One transaction, so a key is never seen twice.
+   */
+  private async upsertFromStage(plan: TablePlan, header: string[], generation: number, datasetKey: string) {
+    const { targets, values, keys: staged } = this.stagedColumns(plan, header);
+    const valueOf = new Map(staged.map((k, i) => [k, values[i]]));
+    const table = q(plan.table);
+    const keyValues = plan.keyColumns.map((k) => valueOf.get(k) ?? "NULL");
+    if (plan.keyColumns.includes("row_index")) {
+      // A grid id needs trimming only when the copy held rows of it before this page (replaced or
+      // older ones), or an earlier page of this sync recorded it (a submission's rows across a page
+      // boundary). Every row of such an id in the page counts for its highest row_index. A first
+      // backfill records none.
+      const [id, lastModified, rowIndex] = ["id", "last_modified", "row_index"].map((k) => valueOf.get(k) ?? "NULL");
+      await this.db.run(
+        `INSERT INTO ${STATE}.touched AS t (dataset_key, id, last_modified, max_row_index)
+         SELECT ?, p.id, max(p.last_modified), max(p.row_index)
+           FROM (SELECT ${id} AS id, CAST(${lastModified} AS TIMESTAMPTZ) AS last_modified, CAST(${rowIndex} AS DOUBLE) AS row_index FROM ${STAGE} s) p
+          WHERE p.id IN (SELECT id FROM ${table}) OR p.id IN (SELECT id FROM ${STATE}.touched WHERE dataset_key = ?)
+          GROUP BY p.id
+         ON CONFLICT (dataset_key, id) DO UPDATE SET
+           max_row_index = CASE WHEN EXCLUDED.last_modified > t.last_modified THEN EXCLUDED.max_row_index ELSE greatest(t.max_row_index, EXCLUDED.max_row_index) END,
+           last_modified = greatest(t.last_modified, EXCLUDED.last_modified)`,
+        [datasetKey, datasetKey],
+      );
+    }
+    await this.db.run(
+      `DELETE FROM ${table} d USING (SELECT DISTINCT ${keyValues.map((v, i) => `${v} AS k${i}`).join(", ")} FROM ${STAGE} s) p
+        WHERE ${plan.keyColumns.map((k, i) => `d.${q(k)} = p.k${i}`).join(" AND ")}`,
+    );
+    // A column missing from the page is empty for the rows of that page (left to its default, null).
+    await this.db.run(
+      `INSERT INTO ${table} (${targets.join(", ")}, ${q(GENERATION_COLUMN)})
+       SELECT ${values.join(", ")}, ${Number(generation)} FROM ${STAGE} s
+       QUALIFY row_number() OVER (PARTITION BY ${keyValues.join(", ")} ORDER BY s.rowid DESC) = 1`,
+    );
+  }
+
+  async finishDataset(finish: FinishDataset): Promise<FinishResult> {
+    return this.transaction(async () => {
+      let trimmed = 0;
+      let swept = 0;
+      const table = q(finish.plan.table);
+      if (finish.plan.keyColumns.includes("row_index")) {
+        trimmed = await this.changed(
+          `DELETE FROM ${table} d USING ${STATE}.touched t WHERE t.dataset_key = ? AND d.id = t.id AND d.row_index > t.max_row_index`,
+          [finish.state.key],
+        );
+        await this.db.run(`DELETE FROM ${STATE}.touched WHERE dataset_key = ?`, [finish.state.key]);
+      }
+      if (finish.sweepBelowGeneration !== null) {
+        swept = await this.changed(`DELETE FROM ${table} WHERE ${q(GENERATION_COLUMN)} < ?`, [finish.sweepBelowGeneration]);
+      }
+      finish.state.rowsDeleted += trimmed + swept;
+      await this.saveStateNow(finish.state);
+      return { trimmed, swept };
+    });
+  }
+
+  async applyTombstones(write: TombstoneWrite): Promise<number> {
+    return this.transaction(async () => {
+      let deleted = 0;
+      if (write.tombstones.length && (await this.tableExists(write.plan.table))) {
+        await this.appendStage(TOMBSTONES, 2, (async function* () {
+          for (const t of write.tombstones) yield [t.id, t.deletedAt];
+        })());
+        // A table without last_modified (never the case for the API's datasets) has nothing to compare: the tombstone wins.
+        const older = "last_modified" in write.plan.columns ? "(d.last_modified IS NULL OR CAST(d.last_modified AS TIMESTAMPTZ) < CAST(x.c1 AS TIMESTAMPTZ))" : "true";
+        deleted = await this.changed(`DELETE FROM ${q(write.plan.table)} d USING ${TOMBSTONES} x WHERE d.id = CAST(x.c0 AS UUID) AND ${older}`);
+        await this.db.run(`DROP TABLE ${TOMBSTONES}`);
+      }
+      write.state.rowsDeleted += deleted;
+      await this.saveStateNow(write.state);
+      return deleted;
+    });
+  }
+
+  async trimObsoleteGridRows(gridTable: string, rootTable: string): Promise<number> {
+    if (!(await this.tableExists(gridTable)) || !(await this.tableExists(rootTable))) return 0;
+    return this.changed(
+      `DELETE FROM ${q(gridTable)} g USING ${q(rootTable)} r WHERE g.id = r.id AND CAST(g.last_modified AS TIMESTAMPTZ) < CAST(r.last_modified AS TIMESTAMPTZ)`,
+    );
+  }
+
+  async saveState(state: DatasetState): Promise<void> {
+    await this.saveStateNow(state);
+  }
+
+  async saveListingEtag(etag: string | null): Promise<void> {
+    await this.db.run(`INSERT OR REPLACE INTO ${STATE}.meta (key, value) VALUES ('listing_etag', ?)`, [etag]);
+  }
+
+  async countRows(table: string): Promise<number | null> {
+    if (!(await this.tableExists(table))) return null;
+    return Number((await this.rows(`SELECT count(*) AS n FROM ${q(table)}`))[0].n);
+  }
+
+  /**
+   * The export's rows are appended to a temporary table and converted into a temporary copy typed
+   * like the copy's table by the expressions a page's upsert uses; both tables are then compared
+   * column by column with IS DISTINCT FROM. Rolled back: nothing of it stays.
+   */
+  async compareContent({ plan, header, rows }: ContentComparison): Promise<ContentDifferences | null> {
+    if (!(await this.tableExists(plan.table))) return null;
+    const declared = (
+      await this.rows("SELECT column_name, data_type FROM duckdb_columns() WHERE schema_name = 'main' AND table_name = ? AND database_name = current_database() ORDER BY column_index", [plan.table])
+    )
+      .map((r) => ({ name: r.column_name as string, type: r.data_type as string }))
+      .filter((c) => c.name !== GENERATION_COLUMN);
+    const columns = declared.map((c) => c.name);
+    const keys = plan.keyColumns.map(q);
+    const sameKey = keys.map((k) => `f.${k} = c.${k}`).join(" AND ");
+    const differs = columns.map((k) => `f.${q(k)} IS DISTINCT FROM c.${q(k)}`).join(" OR ");
+    return this.transaction(async () => {
+      await this.appendStage(FRESH_STAGE, header.length, rows);
+      const { keys: staged, values } = this.stagedColumns(plan, header);
+      const expr = new Map(staged.map((k, i) => [k, values[i].replace(/\bs\./g, "")]));
+      await this.db.run(
+        `CREATE OR REPLACE TEMP TABLE ${FRESH} AS SELECT ${declared.map((c) => `CAST(${expr.get(c.name) ?? "NULL"} AS ${c.type}) AS ${q(c.name)}`).join(", ")} FROM ${FRESH_STAGE}`,
+      );
+      // Each exported key once (its first row, and how many times the export returned it).
+      await this.db.run(`CREATE OR REPLACE TEMP TABLE ${FRESH_KEYS} AS SELECT ${keys.join(", ")}, count(*) AS n, min(rowid) AS first FROM ${FRESH} GROUP BY ${keys.join(", ")}`);
+      const copy = q(plan.table);
+      const count = async (sql: string) => Number((await this.rows(sql))[0].n);
+      const firstRows = `SELECT f.* FROM ${FRESH_KEYS} d JOIN ${FRESH} f ON f.rowid = d.first`;
+      const result: ContentDifferences = {
+        sourceRows: await count(`SELECT count(*) AS n FROM ${FRESH}`),
+        copyRows: await count(`SELECT count(*) AS n FROM ${copy}`),
+        missing: await count(`SELECT count(*) AS n FROM ${FRESH_KEYS} f WHERE NOT EXISTS (SELECT 1 FROM ${copy} c WHERE ${sameKey})`),
+        extra: await count(`SELECT count(*) AS n FROM ${copy} c WHERE NOT EXISTS (SELECT 1 FROM ${FRESH_KEYS} f WHERE ${sameKey})`),
+        changed: await count(`SELECT count(*) AS n FROM (${firstRows}) f JOIN ${copy} c ON ${sameKey} WHERE ${differs}`),
+        duplicated: await count(`SELECT count(*) AS n FROM ${FRESH_KEYS} WHERE n > 1`),
+        examples: [],
+      };
+      const keyText = (row: Record<string, unknown>) => plan.keyColumns.map((k) => `${k}=${String(row[k])}`).join(" ");
+      const order = (alias: string) => `ORDER BY ${keys.map((k) => `${alias}.${k}`).join(", ")} LIMIT ${EXAMPLES}`;
+      const asText = (alias: string, prefix = "") => columns.map((k) => `CAST(${alias}.${q(k)} AS VARCHAR) AS ${q(prefix + k)}`).join(", ");
+      const changed = await this.rows(`SELECT ${asText("f", "f:")}, ${asText("c", "c:")} FROM (${firstRows}) f JOIN ${copy} c ON ${sameKey} WHERE ${differs} ${order("f")}`);
+      const examples = [
+        ...changed.map((row) => `changed ${keyText(Object.fromEntries(columns.map((k) => [k, row[`f:${k}`]])))} (${columns.filter((k) => row[`f:${k}`] !== row[`c:${k}`]).sort().join(", ")})`),
+        ...(await this.rows(`SELECT ${keys.map((k) => `CAST(f.${k} AS VARCHAR) AS ${k}`).join(", ")} FROM ${FRESH_KEYS} f WHERE n > 1 ${order("f")}`)).map((f) => `duplicated ${keyText(f)}`),
+        ...(
+          await this.rows(`SELECT ${keys.map((k) => `CAST(c.${k} AS VARCHAR) AS ${k}`).join(", ")} FROM ${copy} c WHERE NOT EXISTS (SELECT 1 FROM ${FRESH_KEYS} f WHERE ${sameKey}) ${order("c")}`)
+        ).map((c) => `extra ${keyText(c)}`),
+        ...(
+          await this.rows(`SELECT ${keys.map((k) => `CAST(f.${k} AS VARCHAR) AS ${k}`).join(", ")} FROM ${FRESH_KEYS} f WHERE NOT EXISTS (SELECT 1 FROM ${copy} c WHERE ${sameKey}) ${order("f")}`)
+        ).map((f) => `missing ${keyText(f)}`),
+      ];
+      result.examples = examples.sort().slice(0, EXAMPLES);
+      return result;
+    }, "discard");
+  }
+
+  async close(): Promise<void> {
+    this.conn?.closeSync();
+    this.instance?.closeSync();
+    this.conn = null;
+    this.instance = null;
+    if (this.scratch) rmSync(this.scratch, { recursive: true, force: true });
+    this.scratch = null;
+  }
+
+  private async saveStateNow(state: DatasetState): Promise<void> {
+    await this.db.run(`INSERT OR REPLACE INTO ${STATE}.datasets (dataset_key, table_name, state, updated_at) VALUES (?, ?, ?, now())`, [
+      state.key,
+      state.table,
+      JSON.stringify(state),
+    ]);
+  }
+
+  /** `discard`: the work only reads (or writes temporary tables), and is rolled back. */
+  private async transaction<T>(work: () => Promise<T>, end: "commit" | "discard" = "commit"): Promise<T> {
+    await this.db.run("BEGIN TRANSACTION");
+    try {
+      const result = await work();
+      await this.db.run(end === "commit" ? "COMMIT" : "ROLLBACK");
+      return result;
+    } catch (err) {
+      await this.db.run("ROLLBACK").catch(() => undefined);
+      throw err;
+    }
+  }
+}
