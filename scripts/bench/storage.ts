@@ -14,6 +14,9 @@
  *   Part 2, the form dataset in three scenarios (clean, right after a bulk import, beside another
  *     form's pending backlog), each in BENCH_RUNS rounds of its table's raw keyset `COPY` loop, the
  *     page query, the gRPC stream and the full HTTP export (measureScenario of form-pages.ts).
+ *   Part 3, the sync client (scripts/bench/sync.ts, measureSyncBackfillRatios): a backfill of
+ *     BENCH_ROWS suppliers and of a grid dataset of BENCH_ROWS rows into PostgreSQL, SQLite and
+ *     DuckDB, each over a plain HTTP export of the same dataset interleaved with it.
  *
  * Ends with one line per ratio, `RATIO <name> <value>` (rows/s over rows/s of the same run).
  *
@@ -35,6 +38,7 @@ import { createBenchForm, measureRawTable, measureScenario, prepareScenario, SCE
 import { envInt, log, median } from "./helpers";
 import { measureHttp, measureRawCopy, payloadPosition, type Measurement } from "./measure";
 import { newBenchCursorKeys, startBenchStack } from "./stack";
+import { measureSyncBackfillRatios } from "./sync";
 import { runAsScript } from "../lib/run-script";
 
 /** The flat table holding the suppliers' rendered rows (the physical limit's table). */
@@ -80,13 +84,13 @@ export function syncRatioLines(ratios: Record<(typeof SYNC_TARGETS)[number], { r
 }
 
 /**
- * The sync client's ratios (issue 27, items 3 and 4), appended to the ratios printed at the end. The
- * one place to wire them: `return syncRatioLines(await measureSyncBackfillRatios(options));` once
- * scripts/bench/sync.ts exports measureSyncBackfillRatios. Until then the bench prints the server
- * ratios only (test/bench/storage.test.ts lists the names it expects).
+ * The sync client's ratios (issue 27, items 3 and 4): each target's backfill of suppliers and of a
+ * grid dataset (5 rows a submission, so as many grid rows as `rows`) over a plain HTTP export of the
+ * same dataset, measured by scripts/bench/sync.ts on a source of its own after the server part.
  */
-async function syncRatios(_options: { suppliers: number; submissions: number }): Promise<Ratio[]> {
-  return [];
+async function syncRatios(rows: number): Promise<Ratio[]> {
+  log(`\n[sync client] ${rows.toLocaleString("en")} suppliers and grid rows, each target interleaved with plain exports\n`);
+  return syncRatioLines(await measureSyncBackfillRatios({ suppliers: rows, submissions: Math.max(1, Math.round(rows / 5)) }));
 }
 
 async function main(): Promise<void> {
@@ -156,7 +160,7 @@ async function main(): Promise<void> {
     await pool.end();
     await db.drop();
   }
-  ratios.push(...(await syncRatios({ suppliers: rows, submissions: rows })));
+  ratios.push(...(await syncRatios(rows)));
   log("");
   for (const r of ratios) log(`RATIO ${r.name} ${r.value.toFixed(2)}`);
 }

@@ -47,6 +47,12 @@ describe("bench:storage", () => {
       "forms_http_vs_table_clean",
       "forms_http_vs_table_imported",
       "forms_http_vs_table_backlog",
+      "sync_postgres_vs_http_resources",
+      "sync_postgres_vs_http_grid",
+      "sync_sqlite_vs_http_resources",
+      "sync_sqlite_vs_http_grid",
+      "sync_duckdb_vs_http_resources",
+      "sync_duckdb_vs_http_grid",
     ]);
     for (const line of ratios) expect(Number(line.split(" ")[2])).toBeGreaterThan(0);
   }, 300_000);
