@@ -123,9 +123,9 @@ describe("rewrite feed", () => {
     await late.connect();
     try {
       await late.query("BEGIN");
-      // What a renaming statement's trigger writes first (its dataset's counter comes after, so a
-      // concurrent rename of the same dataset can log, count and commit in between).
-      await late.query("INSERT INTO dataset_rewrite_log (organization_id, scope, id) VALUES ($1, 'equipment', $2)", [o.org, o.eqA1]);
+      // What a renaming statement's trigger writes first (its datasets' changeTokens come after, so a
+      // concurrent rename can log, bump and commit in between): one entry for the record.
+      await late.query("INSERT INTO dataset_rewrite_log (organization_id, kind, record_id) VALUES ($1, 'sites', $2)", [o.org, o.siteA]);
       await renameSite(o.org, o.siteB, "B2"); // logged after the open entry, committed first
       const during = await rewritesPage(harness.client, { organizationId: o.org, datasetKey: "resources_equipment", cursor });
       seen.push(...during.rows.map((r): [string, string] => [r.id, r.site_name]));
@@ -136,8 +136,9 @@ describe("rewrite feed", () => {
     }
     // The client's loop, resumed from the cursor it stored: the late entry is not behind it.
     seen.push(...(await allRewrites(o.org, "resources_equipment", 5000, cursor)).map((r): [string, string] => [r.id, r.site_name]));
+    // The late entry's group (site A's rows, in id order), then the rename of B that committed first.
     expect(seen).toEqual([
-      [o.eqA1, "Plant A"],
+      ...[o.eqA1, o.eqA2].sort().map((id): [string, string] => [id, "Plant A"]),
       [o.eqB, "B2"],
     ]);
   });
@@ -179,18 +180,25 @@ describe("rewrite feed", () => {
     expect(await callError(() => rewritesPage(harness.client, { organizationId: o.org, datasetKey: "no_such_dataset" }))).toMatchObject({ status: 404 });
   });
 
-  it("retention: pruning old entries expires only cursors positioned before a pruned one (400 REWRITES_CURSOR_EXPIRED)", async () => {
+  it("retention: pruning old entries expires only cursors positioned before or inside a pruned group (400 REWRITES_CURSOR_EXPIRED)", async () => {
     const o = await siteOrganization();
+    const [siteC, eqC] = [randomUUID(), randomUUID()];
+    await pool.query("INSERT INTO sites (organization_id, id, name) VALUES ($1, $2, 'Plant C')", [o.org, siteC]);
+    await pool.query("INSERT INTO equipment (organization_id, id, name, site_id) VALUES ($1, $2, 'Kiln', $3)", [o.org, eqC, siteC]);
     await pool.query(
-      `INSERT INTO dataset_rewrite_log (organization_id, scope, id, rewritten_at) VALUES
-         ($1, 'equipment', $2, now() - interval '50 days'), ($1, 'equipment', $3, now() - interval '40 days'), ($1, 'equipment', $4, now() - interval '1 day')`,
-      [o.org, o.eqA1, o.eqA2, o.eqB],
+      `INSERT INTO dataset_rewrite_log (organization_id, kind, record_id, rewritten_at) VALUES
+         ($1, 'sites', $2, now() - interval '50 days'), ($1, 'sites', $3, now() - interval '40 days'), ($1, 'sites', $4, now() - interval '1 day')`,
+      [o.org, o.siteB, o.siteA, siteC],
     );
     const before = await allRewrites(o.org, "resources_equipment", 5000);
-    expect(before.map((r) => r.id)).toEqual([o.eqA1, o.eqA2, o.eqB]);
+    expect(before.map((r) => r.id)).toEqual([o.eqB, ...[o.eqA1, o.eqA2].sort(), eqC]);
     expect(await pruneRewrites(pool, 35)).toBeGreaterThanOrEqual(2);
-    const expired = await callError(() => rewritesPage(harness.client, { organizationId: o.org, datasetKey: "resources_equipment", cursor: before[0]._cursor }));
-    expect(expired).toMatchObject({ status: 400, errorCode: "REWRITES_CURSOR_EXPIRED" });
-    expect((await allRewrites(o.org, "resources_equipment", 5000, before[1]._cursor)).map((r) => r.id)).toEqual([o.eqB]);
+    // Before the pruned groups, or inside the last pruned one: rows were lost.
+    for (const cursor of [before[0]._cursor, before[1]._cursor]) {
+      const expired = await callError(() => rewritesPage(harness.client, { organizationId: o.org, datasetKey: "resources_equipment", cursor }));
+      expect(expired).toMatchObject({ status: 400, errorCode: "REWRITES_CURSOR_EXPIRED" });
+    }
+    // At the end of the last pruned group: nothing lost.
+    expect((await allRewrites(o.org, "resources_equipment", 5000, before[2]._cursor)).map((r) => r.id)).toEqual([eqC]);
   });
 });
