@@ -114,6 +114,58 @@ describe("rewrite feed", () => {
     expect(rows.map((r) => [r.id, r.assigned_user_name])).toEqual([[shown, "Ada King"]]);
   });
 
+  it("expands an entry to exactly the rows of the dataset and organization that show the record, through link tables and borrowed columns", async () => {
+    const o = await siteOrganization();
+    const [supplier, otherProduct, form, sub, linking, dev1, dev2, dev3] = Array.from({ length: 8 }, () => randomUUID());
+    await registerFixedDataset(pool, o.org, "resources_suppliers");
+    await pool.query("INSERT INTO products (organization_id, id, name) VALUES ($1, $2, 'Salt')", [o.org, otherProduct]);
+    await pool.query("INSERT INTO suppliers (organization_id, id, name) VALUES ($1, $2, 'Mill')", [o.org, supplier]);
+    await pool.query("INSERT INTO supplier_products (organization_id, supplier_id, product_id) VALUES ($1, $2, $3)", [o.org, supplier, o.product]);
+    await pool.query("INSERT INTO product_sites (organization_id, product_id, site_id) VALUES ($1, $2, $3)", [o.org, otherProduct, o.siteB]);
+    await pool.query("INSERT INTO forms (organization_id, id, name, record_prefix) VALUES ($1, $2, 'Audit', 'AU')", [o.org, form]);
+    await pool.query("INSERT INTO submissions (organization_id, id, form_id, record_id, site_id) VALUES ($1, $2, $3, 'AU-1', $4), ($1, $5, $3, 'AU-2', NULL)", [o.org, sub, form, o.siteB, linking]);
+    await pool.query(
+      "INSERT INTO deviations (organization_id, id, code, submission_id, severity, linked_record_id) VALUES ($1, $2, 'D-1', $5, 'Low', NULL), ($1, $3, 'D-2', $6, 'Low', $5), ($1, $4, 'D-3', $6, 'Low', NULL)",
+      [o.org, dev1, dev2, dev3, sub, linking],
+    );
+    const cursors = new Map<string, string | undefined>();
+    for (const key of ["resources_products", "resources_suppliers", "deviations", "resources_equipment"]) cursors.set(key, (await allRewrites(o.org, key, 5000)).at(-1)?._cursor);
+    const since = async (key: string) => (await allRewrites(o.org, key, 5000, cursors.get(key))).map((r) => r.id).sort();
+
+    await pool.query("UPDATE products SET name = 'Rye' WHERE organization_id = $1 AND id = $2", [o.org, o.product]);
+    expect(await since("resources_suppliers")).toEqual([supplier]);
+    await renameSite(o.org, o.siteB, "Plant B2");
+    // The product linked to site B (product_sites), the deviation of the submission at site B, the equipment at B.
+    expect(await since("resources_products")).toEqual([otherProduct]);
+    expect(await since("deviations")).toEqual([dev1]);
+    expect(await since("resources_equipment")).toEqual([o.eqB]);
+    // The form's name: the deviations of its submissions and the one linking to one of them.
+    await pool.query("UPDATE forms SET name = 'Hygiene' WHERE organization_id = $1 AND id = $2", [o.org, form]);
+    expect(await since("deviations")).toEqual([dev1, dev2, dev3].sort());
+  });
+
+  it("a group larger than a page is served across pages in id order, each row once; a cursor at a group's last row resumes at the next group", async () => {
+    const o = await siteOrganization();
+    await pool.query("INSERT INTO equipment (organization_id, id, name, site_id) SELECT $1, gen_random_uuid(), 'E' || g, $2 FROM generate_series(1, 9) g", [o.org, o.siteA]);
+    await renameSite(o.org, o.siteA, "A big");
+    const paged = await allRewrites(o.org, "resources_equipment", 4);
+    const ids = paged.map((r) => r.id);
+    expect(ids).toHaveLength(11);
+    expect(ids).toEqual([...ids].sort());
+    expect(new Set(ids).size).toBe(11);
+    expect(paged.every((r) => r.site_name === "A big")).toBe(true);
+    const end = paged.at(-1)!._cursor;
+    expect(await allRewrites(o.org, "resources_equipment", 4, end)).toEqual([]);
+    // Resumed inside the group: the rest of it only.
+    expect((await allRewrites(o.org, "resources_equipment", 4, paged[5]._cursor)).map((r) => r.id)).toEqual(ids.slice(6));
+    await renameSite(o.org, o.siteB, "B next");
+    expect((await allRewrites(o.org, "resources_equipment", 4, end)).map((r) => r.id)).toEqual([o.eqB]);
+    // A later rename of site A serves its rows again, once, at the later group.
+    await renameSite(o.org, o.siteA, "A again");
+    const again = await allRewrites(o.org, "resources_equipment", 5000, end);
+    expect(again.map((r) => r.id)).toEqual([o.eqB, ...ids]);
+  });
+
   it("a rewrite that commits late arrives behind a held rewrites cursor, not lost", async () => {
     const o = await siteOrganization();
     await renameSite(o.org, o.siteB, "B1");
