@@ -124,7 +124,9 @@ function shows(dataset: PageDataset, ref: RewriteReference, t: string, record: s
  * The log holds one entry per changed record (migration 120); entries with the same rewritten_at
  * form a group. A row is served at the latest group (before the visibility horizon) that has an
  * entry it shows, once, with its current text; within a group in id order. Only groups from the
- * cursor's on are read: a row's latest group among them is its latest at all. Each group walks the
+ * cursor's on are read: a row's latest group among them is its latest at all. Of a record logged
+ * several times only the latest entry counts (the earlier ones expand to the same rows, all served
+ * later), so a group every entry of which was logged again costs nothing. Each group walks the
  * dataset's rows in id order (the (organization_id, id) index) testing the references of its
  * entries, and stops after `limit` rows: a rename shown by a million rows costs the reader a walk
  * spread over its pages, the writer one entry.
@@ -172,8 +174,9 @@ export function buildRewritesQuery(dataset: PageDataset, request: Omit<PageReque
   // Each group fetches one row more than the page can hold, so that a row knows whether it is its group's last.
   return `${label}
 WITH e AS MATERIALIZED (
-  SELECT DISTINCT l.rewritten_at, l.kind, l.record_id FROM dataset_rewrite_log l
+  SELECT DISTINCT ON (l.kind, l.record_id) l.rewritten_at, l.kind, l.record_id FROM dataset_rewrite_log l
   WHERE ${entries.join("\n    AND ")}
+  ORDER BY l.kind, l.record_id, l.rewritten_at DESC
 )
 SELECT ${[...columns, `${cursor} AS "_cursor"`].join(",\n  ")}
 FROM (
