@@ -166,12 +166,13 @@ export function buildRewritesQuery(dataset: PageDataset, request: Omit<PageReque
   rows.push(`NOT EXISTS (SELECT 1 FROM e WHERE e.rewritten_at > g.rewritten_at AND (${covers("e")}))`);
   const cursor = codec.sqlExpression(
     { organizationId: request.organizationId, datasetKey: dataset.key, rowShape: rewritesShape(dataset) },
-    { lastModified: "w.rewritten_at", id: "w.id", rowIndex: "w.done" },
+    { lastModified: `${ROW}._rw_at`, id: `${ROW}.id`, rowIndex: `${ROW}._rw_done` },
   );
   const columns = dataset.columns.map((c) => `${source.expression(c)} AS ${identifier(c.key)}`);
-  const order = hasRowIndex(dataset) ? `w.rewritten_at, w.id, ${ROW}.row_index` : "w.rewritten_at, w.id";
+  const order = hasRowIndex(dataset) ? `${ROW}._rw_at, ${ROW}.id, ${ROW}.row_index` : `${ROW}._rw_at, ${ROW}.id`;
   const label = `/* rewrites ${dataset.key.replace(/[^A-Za-z0-9_]/g, "_")} org=${request.organizationId.toLowerCase()} */`;
-  // Each group fetches one row more than the page can hold, so that a row knows whether it is its group's last.
+  // Each group fetches one row more than the page can hold, so that a row knows whether it is its
+  // group's last; the walk carries the whole row, so the page reads each row once.
   return `${label}
 WITH e AS MATERIALIZED (
   SELECT DISTINCT ON (l.kind, l.record_id) l.rewritten_at, l.kind, l.record_id FROM dataset_rewrite_log l
@@ -180,11 +181,11 @@ WITH e AS MATERIALIZED (
 )
 SELECT ${[...columns, `${cursor} AS "_cursor"`].join(",\n  ")}
 FROM (
-  SELECT g.rewritten_at, x.id, CASE WHEN x.next_id IS NULL THEN 1 ELSE 0 END AS done
+  SELECT x.*, g.rewritten_at AS _rw_at, CASE WHEN x._rw_next IS NULL THEN 1 ELSE 0 END AS _rw_done
   FROM (SELECT DISTINCT rewritten_at FROM e ORDER BY rewritten_at) g
   CROSS JOIN LATERAL (
-    SELECT y.id, lead(y.id) OVER (ORDER BY y.id) AS next_id FROM (
-      SELECT t.id FROM ${source.table} t
+    SELECT y.*, lead(y.id) OVER (ORDER BY y.id) AS _rw_next FROM (
+      SELECT t.* FROM ${source.table} t
       WHERE ${rows.join("\n        AND ")}
       ORDER BY t.id
       LIMIT ${integerLiteral(request.limit + 1)}
@@ -192,8 +193,7 @@ FROM (
   ) x
   ORDER BY g.rewritten_at, x.id
   LIMIT ${limit}
-) w
-JOIN ${source.table} ${ROW} ON ${ROW}.organization_id = ${org} AND ${ROW}.id = w.id
+) ${ROW}
 ${source.joins}
 ORDER BY ${order}`;
 }
