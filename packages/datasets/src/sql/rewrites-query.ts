@@ -162,8 +162,10 @@ export function buildRewritesQuery(dataset: PageDataset, request: Omit<PageReque
       : kinds
           .map((k) => `(${e}.kind = ${textLiteral(k)} AND (${refs.filter((r) => r.kind === k).map((r) => shows(dataset, r, "t", `${e}.record_id`)).join(" OR ")}))`)
           .join(" OR ");
-  rows.push(`EXISTS (SELECT 1 FROM e WHERE e.rewritten_at = g.rewritten_at AND (${covers("e")}))`);
-  rows.push(`NOT EXISTS (SELECT 1 FROM e WHERE e.rewritten_at > g.rewritten_at AND (${covers("e")}))`);
+  // OFFSET 0 keeps each test a per-row subplan: pulled up into a semi-join, it made the planner scan
+  // and sort every row of the group for each page instead of walking the id index to `limit` rows.
+  rows.push(`EXISTS (SELECT 1 FROM e WHERE e.rewritten_at = g.rewritten_at AND (${covers("e")}) OFFSET 0)`);
+  rows.push(`NOT EXISTS (SELECT 1 FROM e WHERE e.rewritten_at > g.rewritten_at AND (${covers("e")}) OFFSET 0)`);
   const cursor = codec.sqlExpression(
     { organizationId: request.organizationId, datasetKey: dataset.key, rowShape: rewritesShape(dataset) },
     { lastModified: `${ROW}._rw_at`, id: `${ROW}.id`, rowIndex: `${ROW}._rw_done` },
