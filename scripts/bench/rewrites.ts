@@ -6,9 +6,9 @@
  *   more at another site (built as the schema service builds it: its submission dataset's rows show
  *   the site's name live; grids show no site), and a product listed by BENCH_RENAME_SUPPLIERS of
  *   four times as many suppliers (resources_suppliers):
- *   (a) the writer: one rename (UPDATE of the name, committed) with the log trigger enabled and
- *       disabled, alternating, BENCH_RENAME_REPEAT rounds, medians, ratio with/without (before the
- *       log, the same trigger moved one organization counter: "without" is a lower bound of today);
+ *   (a) the writer: one rename (UPDATE of the name, committed) with the log trigger, and as before
+ *       the feed (046's organization counter bump instead), alternating, BENCH_RENAME_REPEAT rounds,
+ *       medians, ratio with/without;
  *   (b) the time from the rename's commit to its first rewritten rows served (the feed's first page
  *       from the consumer's cursor) and to all of them;
  *   (c) the consumer's bytes and seconds to be current: a full re-read of the dataset (every CSV
@@ -130,10 +130,15 @@ async function main(): Promise<void> {
   }
 }
 
-/** One committed rename of `table`'s record `id` to `name`, its log trigger enabled or not; milliseconds. */
+/**
+ * One committed rename of `table`'s record `id` to `name`; milliseconds. With the log (migration 120's
+ * trigger) or as before it: the trigger disabled and 046's organization counter bump in its place
+ * (`<table>_bench_counter_upd`, created disabled by the bench).
+ */
 async function timedRename(pool: Pool, table: "sites" | "products", id: string, name: string, withLog: boolean): Promise<number> {
-  const trigger = `${table}_rewrite_log_upd`;
-  if (!withLog) await pool.query(`ALTER TABLE ${table} DISABLE TRIGGER ${trigger}`);
+  const swap = (log: "ENABLE" | "DISABLE", counter: "ENABLE" | "DISABLE") =>
+    pool.query(`ALTER TABLE ${table} ${log} TRIGGER ${table}_rewrite_log_upd, ${counter} TRIGGER ${table}_bench_counter_upd`);
+  if (!withLog) await swap("DISABLE", "ENABLE");
   const client = await pool.connect();
   try {
     const started = process.hrtime.bigint();
@@ -143,8 +148,17 @@ async function timedRename(pool: Pool, table: "sites" | "products", id: string, 
     return msSince(started);
   } finally {
     client.release();
-    if (!withLog) await pool.query(`ALTER TABLE ${table} ENABLE TRIGGER ${trigger}`);
+    if (!withLog) await swap("ENABLE", "DISABLE");
   }
+}
+
+/** 046's trigger as it was before migration 120 replaced it (its function is still there), disabled. */
+async function installCounterTrigger(pool: Pool, table: "sites" | "products"): Promise<void> {
+  await pool.query(
+    `CREATE TRIGGER ${table}_bench_counter_upd AFTER UPDATE ON ${table} REFERENCING OLD TABLE AS old_rows NEW TABLE AS new_rows
+       FOR EACH STATEMENT EXECUTE FUNCTION bump_dataset_rewrites('name')`,
+  );
+  await pool.query(`ALTER TABLE ${table} DISABLE TRIGGER ${table}_bench_counter_upd`);
 }
 
 const mb = (m: Measurement) => `${m.rows} rows, ${(m.bytes / 1e6).toFixed(1)} MB, ${m.seconds.toFixed(2)} s`;
@@ -196,7 +210,8 @@ async function renames(pool: Pool): Promise<void> {
     if (!entry) throw new Error(`no dataset ${c.datasetKey}`);
     const dataset = entry as PageDataset;
     log(`\n${c.what}`);
-    log(`  (a) the writer: one committed rename, ${repeats} rounds, alternating`);
+    log(`  (a) the writer: one committed rename, ${repeats} rounds, alternating; "without": 046's counter in its place (before the feed)`);
+    await installCounterTrigger(pool, c.table);
     let round = 0;
     await compareWithWithout("rewrite log", repeats, (enabled) => timedRename(pool, c.table, c.id, `${c.table} name ${round++}`, enabled));
 
@@ -208,7 +223,7 @@ async function renames(pool: Pool): Promise<void> {
     const firstPage: number[] = [];
     for (let i = 0; i < runs; i++) {
       // The consumer is current: its rewrite cursor is at the feed's end.
-      cursor = await feedEnd(pool, feed, cursor);
+      cursor = await feedEnd(pool, org);
       await pool.query(`UPDATE ${c.table} SET name = $2 WHERE id = $1`, [c.id, `${c.table} consumer round ${i}`]);
       const committed = process.hrtime.bigint();
       const first = await measureRawCopy("first page", pool, dataset, org, codec, limit, payloadPosition, (after) => (after ? "SELECT 1 WHERE false" : feed(cursor)));
@@ -225,14 +240,16 @@ async function renames(pool: Pool): Promise<void> {
   }
 }
 
-/** The position after the feed's last row (the consumer's cursor once current). */
-async function feedEnd(pool: Pool, feed: (after: CursorPosition | undefined) => string, from: CursorPosition | undefined): Promise<CursorPosition | undefined> {
-  let after = from;
-  for (;;) {
-    const { rows } = await pool.query<{ _cursor: string }>(`SELECT "_cursor" FROM (${feed(after)}) p`);
-    if (rows.length === 0) return after;
-    after = payloadPosition(rows[rows.length - 1]._cursor);
-  }
+/**
+ * Where a current consumer's rewrites cursor stands: at the end of the latest group of entries (the
+ * position the feed's last row carries), taken from the log instead of paging through the feed.
+ */
+async function feedEnd(pool: Pool, org: string): Promise<CursorPosition | undefined> {
+  const { rows } = await pool.query<{ micros: string | null }>(
+    "SELECT (extract(epoch FROM max(rewritten_at)) * 1000000)::bigint::text AS micros FROM dataset_rewrite_log WHERE organization_id = $1",
+    [org],
+  );
+  return rows[0].micros === null ? undefined : { lastModifiedMicros: BigInt(rows[0].micros), id: "00000000-0000-0000-0000-000000000000", rowIndex: 1 };
 }
 
 async function bulk(pool: Pool): Promise<void> {
