@@ -152,7 +152,11 @@ export function buildRewritesQuery(dataset: PageDataset, request: Omit<PageReque
       entries.push(`l.rewritten_at > ${at}`);
     } else {
       entries.push(`l.rewritten_at >= ${at}`);
-      rows.push(`(g.rewritten_at > ${at} OR t.id > ${uuidLiteral(after.id)})`);
+      // The cursor's group resumes after its row, later groups from their start: one bound the id
+      // index can seek to (an OR of the two walked the group's served rows again on every page).
+      const id = uuidLiteral(after.id);
+      rows.push(`t.id >= CASE WHEN g.rewritten_at > ${at} THEN '00000000-0000-0000-0000-000000000000'::uuid ELSE ${id} END`);
+      rows.push(`(g.rewritten_at > ${at} OR t.id <> ${id})`);
     }
   }
   if (request.visibleBeforeMicros !== undefined) entries.push(`l.rewritten_at < ${timestamptzLiteral(request.visibleBeforeMicros)}`);
