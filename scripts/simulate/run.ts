@@ -280,6 +280,8 @@ export function formatReport(r: SimulationReport): string {
     `consumer: ${r.counters.pages ?? 0} pages, ${r.counters.rows ?? 0} rows, ${r.counters.retries ?? 0} retries, ${r.counters.rateLimited ?? 0} 429s, ${r.counters.abortedStreams ?? 0} aborted streams, ` +
       (r.options.consumer === "minimal" ? `${r.counters.cursorResets ?? 0} cursor resets` : `${r.counters.fullReads ?? 0} full reads, ${r.counters.tombstoned ?? 0} rows deleted by tombstones, ${r.counters.swept ?? 0} swept`),
   );
+  const fullReasons = Object.entries(r.counters).filter(([k]) => k.startsWith("fullReads: "));
+  if (fullReasons.length > 0) lines.push(`full reads by reason: ${fullReasons.map(([k, n]) => `${k.slice("fullReads: ".length)} ${n}`).join("; ")}`);
   lines.push("");
   lines.push(["dataset".padEnd(52), "copy", "full", "lost", "stale", "extra", "deleted", "emptied", "rewritten", "| lag p50", "p95", "p99"].join(" "));
   for (const o of r.organizations) {
