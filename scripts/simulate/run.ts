@@ -273,6 +273,7 @@ export function formatReport(r: SimulationReport): string {
   lines.push(`seed ${r.options.seed}, ${r.options.minutes} min, ${r.options.rate} changes/s, ${r.options.orgs} org(s), faults ${r.options.faults ? "on" : "off"}, consumer ${r.options.consumer}`);
   const changes = Object.values(r.generator.changes).reduce((a, b) => a + b, 0);
   lines.push(`generator: ${changes} changes (${r.generator.documents} documents, ${r.generator.longTransactions} long transactions), ${r.generator.refused} refused, ${r.generator.writeRetries} writes retried`);
+  lines.push(`change mix: ${Object.entries(r.generator.changes).filter(([, n]) => n > 0).map(([k, n]) => `${k} ${n}`).join(", ")}`);
   const byKind = new Map<string, number>();
   for (const f of r.faults) byKind.set(f.kind, (byKind.get(f.kind) ?? 0) + 1);
   lines.push(`faults: ${r.faults.length} (${[...byKind].map(([k, n]) => `${k} ${n}`).join(", ") || "none"}); consumer kills/restarts ${r.consumerRestarts}`);
