@@ -104,7 +104,11 @@ export class WatchingConsumer {
     } else if (e.event === "page-retry") {
       add("retries");
       add("abortedStreams");
-    } else if (e.event === "full-read") add("fullReads");
+    } else if (e.event === "full-read") {
+      add("fullReads");
+      // Counted by reason too, so a run shows whether any full read came from a rename (issue 31).
+      add(`fullReads: ${e.reason ?? "unknown"}`);
+    }
     else if (e.event === "dataset-done") {
       add("tombstoned", e.tombstoned ?? 0);
       add("swept", e.swept ?? 0);

@@ -273,6 +273,7 @@ export function formatReport(r: SimulationReport): string {
   lines.push(`seed ${r.options.seed}, ${r.options.minutes} min, ${r.options.rate} changes/s, ${r.options.orgs} org(s), faults ${r.options.faults ? "on" : "off"}, consumer ${r.options.consumer}`);
   const changes = Object.values(r.generator.changes).reduce((a, b) => a + b, 0);
   lines.push(`generator: ${changes} changes (${r.generator.documents} documents, ${r.generator.longTransactions} long transactions), ${r.generator.refused} refused, ${r.generator.writeRetries} writes retried`);
+  lines.push(`change mix: ${Object.entries(r.generator.changes).filter(([, n]) => n > 0).map(([k, n]) => `${k} ${n}`).join(", ")}`);
   const byKind = new Map<string, number>();
   for (const f of r.faults) byKind.set(f.kind, (byKind.get(f.kind) ?? 0) + 1);
   lines.push(`faults: ${r.faults.length} (${[...byKind].map(([k, n]) => `${k} ${n}`).join(", ") || "none"}); consumer kills/restarts ${r.consumerRestarts}`);
@@ -280,6 +281,8 @@ export function formatReport(r: SimulationReport): string {
     `consumer: ${r.counters.pages ?? 0} pages, ${r.counters.rows ?? 0} rows, ${r.counters.retries ?? 0} retries, ${r.counters.rateLimited ?? 0} 429s, ${r.counters.abortedStreams ?? 0} aborted streams, ` +
       (r.options.consumer === "minimal" ? `${r.counters.cursorResets ?? 0} cursor resets` : `${r.counters.fullReads ?? 0} full reads, ${r.counters.tombstoned ?? 0} rows deleted by tombstones, ${r.counters.swept ?? 0} swept`),
   );
+  const fullReasons = Object.entries(r.counters).filter(([k]) => k.startsWith("fullReads: "));
+  if (fullReasons.length > 0) lines.push(`full reads by reason: ${fullReasons.map(([k, n]) => `${k.slice("fullReads: ".length)} ${n}`).join("; ")}`);
   lines.push("");
   lines.push(["dataset".padEnd(52), "copy", "full", "lost", "stale", "extra", "deleted", "emptied", "rewritten", "| lag p50", "p95", "p99"].join(" "));
   for (const o of r.organizations) {

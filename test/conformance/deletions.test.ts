@@ -154,7 +154,7 @@ describe("conformance: deletion feed", () => {
   describe("rewriteToken", () => {
     const tokensOf = async (org: FormOrganization) => new Map((await org.listing()).map((d) => [d.key, { change: d.changeToken, rewrite: d.rewriteToken }]));
 
-    it("an edit moves only the changeToken; a renamed site moves the rewriteToken and not the changeToken", async () => {
+    it("an edit moves only the changeToken; a renamed site reaches the rewrite feed of the datasets showing it, moving their changeToken and no rewriteToken", async () => {
       const { org, id } = await organization();
       const start = await tokensOf(org);
       for (const [, t] of start) expect(t.rewrite).toMatch(/^[A-Za-z0-9_-]{22}$/);
@@ -167,12 +167,24 @@ describe("conformance: deletion feed", () => {
       await org.apply({ sites: [site(id("site"), "Renamed Site")] });
       const renamed = await waitFor("the rename in the listing", async () => {
         const now = await tokensOf(org);
-        return now.get("line_check")!.rewrite !== edited.get("line_check")!.rewrite ? now : undefined;
+        return now.get("line_check")!.change !== edited.get("line_check")!.change ? now : undefined;
       });
-      // The submission dataset shows site_name live: its old rows' text changed without last_modified moving.
-      expect((await org.page("line_check")).rows.every((r) => r.site_name === "Renamed Site")).toBe(true);
+      // The submission dataset shows site_name live: its old rows' text changed without last_modified
+      // moving, and the rewrite feed serves them with the new name, as the CSV endpoint renders them.
+      const page = await org.page("line_check");
+      expect(page.rows.every((r) => r.site_name === "Renamed Site")).toBe(true);
+      const feed = await waitFor("the rename in the rewrite feed", async () => {
+        const res = await org.get(`/v1/datasets/line_check/rewrites`);
+        expect(res.status).toBe(200);
+        const text = await res.text();
+        return text.includes("Renamed Site") ? text : undefined;
+      });
+      expect(feed.replace(/^\ufeff/, "").split("\n")[0]).toBe(page.header.join(","));
+      for (const [key, t] of renamed) expect([key, t.rewrite]).toEqual([key, edited.get(key)!.rewrite]);
+      // A dataset that does not show the site is untouched.
       expect(renamed.get("resources_suppliers")!.change).toBe(edited.get("resources_suppliers")!.change);
-      expect(renamed.get("resources_suppliers")!.rewrite).not.toBe(edited.get("resources_suppliers")!.rewrite);
+      const suppliers = await org.get(`/v1/datasets/resources_suppliers/rewrites`);
+      expect((await suppliers.text()).trim().split("\n")).toHaveLength(1);
     });
 
     it("a republish moves the rewriteToken of the form's datasets (stored rows re-rendered)", async () => {

@@ -101,6 +101,7 @@ export const ERROR_CATALOGUE = {
   HTTP_VERSION_NOT_SUPPORTED: { status: 400, title: "HTTP version not supported" },
   REQUEST_HEADER_FIELDS_TOO_LARGE: { status: 431, title: "Request Header Fields Too Large" },
   DELETIONS_CURSOR_EXPIRED: { status: 410, title: "Deletions cursor expired" },
+  REWRITES_CURSOR_EXPIRED: { status: 400, title: "Rewrites cursor expired" },
   UNAUTHORIZED: { status: 401, title: "Unauthorized" },
   ORGANIZATION_NOT_CONFIGURED: { status: 404, title: "Organization not configured" },
   DATASET_NOT_FOUND: { status: 404, title: "Dataset not found" },
@@ -127,6 +128,11 @@ export const Errors = {
   deletionsCursorExpired: (key: string) =>
     catalogued("DELETIONS_CURSOR_EXPIRED", {
       detail: `Deletions after this cursor of dataset '${key}' are older than the retention and have been pruned. Re-read the dataset in full, then restart its deletion feed without a cursor.`,
+    }),
+  /** A rewrites cursor positioned before rewrite entries that retention has since pruned (docs/api.md, rewrites). */
+  rewritesCursorExpired: (key: string) =>
+    catalogued("REWRITES_CURSOR_EXPIRED", {
+      detail: `Rewrites after this cursor of dataset '${key}' are older than the retention and have been pruned. Re-read the dataset in full, then restart its rewrite feed without a cursor.`,
     }),
   missingParameter: (name: string, detail: string) => catalogued("MISSING_PARAMETER", { detail, errors: { [name]: [detail] } }),
   /**

@@ -55,6 +55,7 @@ describe("addService instruments every call once: metrics and one rpc log line",
         exportCsv: async (_request, call) => {
           call.write(create(ExportCsvResponseSchema, { data: Buffer.from("a\n") }));
         },
+        exportRewrites: async () => undefined,
         exportDeletions: async () => {
           throw Errors.datasetNotFound("x");
         },

@@ -23,6 +23,7 @@ describe("descriptor → grpc-js adapter", () => {
         if (req.limit === 3) throw Errors.databaseUnavailable();
       },
       exportDeletions: async () => undefined,
+      exportRewrites: async () => undefined,
     });
     const port = await listen(server, "127.0.0.1:0");
     address = `127.0.0.1:${port}`;

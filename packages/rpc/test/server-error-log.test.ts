@@ -35,6 +35,7 @@ describe("5xx answers are logged by the serving service with the call's trace id
           throw new Error("relation does not exist");
         },
         exportDeletions: async () => undefined,
+        exportRewrites: async () => undefined,
       },
       { log },
     );

@@ -213,7 +213,9 @@ export class SyncEngine {
     const started = Date.now();
     let mode: "incremental" | "full" | "resume" = "incremental";
     if (ds.inProgress) mode = "resume";
-    else if (fullDue || extensionReason || ds.cursor === null) {
+    // No cursor after a completed full read: the dataset was empty, and reading it from the start is
+    // incremental (a moved changeToken, e.g. a rename its rewrite feed answers, is no full read).
+    else if (fullDue || extensionReason || (ds.cursor === null && !ds.lastFullReadAt)) {
       mode = "full";
       ds = this.startFullRead(ds, entry, ds.lastFullReadAt ? extensionReason ?? "scheduled full re-read" : "first sync");
     }

@@ -12,14 +12,23 @@
  * engine for a full re-read (whose sweep removes what the pruned tombstones would have) and restarts
  * the feed without a cursor.
  *
+ * Rewrite feed: after the incremental pages (and before the deletion feed), `links.rewrites` is paged
+ * from the stored rewrites cursor to a short page; each page's rows (the dataset's own columns, their
+ * current text) are upserted exactly as CSV rows are, in one transaction with the new rewrites cursor.
+ * A copy without a rewrites cursor reads the feed from its beginning after its full read (a rename
+ * while the full read ran is seen; older entries upsert the text the copy already has). 400
+ * REWRITES_CURSOR_EXPIRED, or a feed whose columns the copy's table lacks (a republish the next
+ * listing will show), asks for a full re-read and restarts the feed without a cursor.
+ *
  * Rewrite signal: the listing's `rewriteToken` at the start of a full read is recorded when that
- * full read ends; a listed token different from the recorded one asks for a full re-read.
+ * full read ends; a listed token different from the recorded one asks for a full re-read (a
+ * regeneration: what the rewrite feed cannot express).
  */
 import { sleep } from "./api/client";
 import { StreamAbortedError, isApiError } from "./api/errors";
 import { backoffDelay } from "./api/retry";
 import type { ListingEntry } from "./api/types";
-import { readCsvPage } from "./csv";
+import { readCsvPage, type Cell } from "./csv";
 import type { AfterPagesResult, DatasetContext, SyncExtension } from "./hooks";
 import type { DatasetState } from "./state";
 
@@ -39,6 +48,89 @@ export interface RewritesState {
   token: string | null;
   /** rewriteToken when the full read in progress started. */
   pendingToken: string | null;
+}
+
+export const REWRITE_FEED = "rewrite-feed";
+
+export interface RewriteFeedState {
+  /** `_cursor` of the last rewritten row applied; null: the feed is read from its beginning. */
+  cursor: string | null;
+  rowsRewritten?: number;
+}
+
+export const rewriteFeedState = (state: DatasetState): RewriteFeedState =>
+  (state.extensions[REWRITE_FEED] as RewriteFeedState | undefined) ?? { cursor: null };
+
+export function rewriteFeed(): SyncExtension {
+  return {
+    name: REWRITE_FEED,
+    async afterPages(ctx: DatasetContext): Promise<AfterPagesResult | void> {
+      if (typeof ctx.entry.links.rewrites !== "string") return; // a server without the feed: the rewriteToken alone
+      for (;;) {
+        if (ctx.signal?.aborted) return;
+        const feed = rewriteFeedState(ctx.state);
+        let rows: number;
+        try {
+          rows = await applyRewritePage(ctx, feed);
+        } catch (err) {
+          const expired = isApiError(err, 400, "REWRITES_CURSOR_EXPIRED");
+          if (!(expired || err instanceof RewriteColumnsChanged) || (feed.cursor === null && ctx.state.phase === "full")) throw err;
+          ctx.state.extensions[REWRITE_FEED] = { ...feed, cursor: null } satisfies RewriteFeedState;
+          if (ctx.state.phase === "full" && expired) continue;
+          return { fullRead: expired ? "rewrites cursor expired (400 REWRITES_CURSOR_EXPIRED)" : (err as Error).message };
+        }
+        if (rows < ctx.limit) return;
+      }
+    },
+  };
+}
+
+class RewriteColumnsChanged extends Error {}
+
+/**
+ * One page of the rewrite feed upserted like a CSV page (target.writePage), with the new rewrites
+ * cursor in the same transaction. Read whole-or-nothing: a cut stream is retried from the same cursor.
+ */
+async function applyRewritePage(ctx: DatasetContext, feed: RewriteFeedState): Promise<number> {
+  const attempts = ctx.client.retry.pageAttempts;
+  for (let attempt = 1; ; attempt++) {
+    try {
+      const res = await ctx.client.openRewrites(ctx.entry, { cursor: feed.cursor, limit: ctx.limit });
+      const reader = await readCsvPage(res.body, res.request);
+      const cursorAt = reader.header.indexOf("_cursor");
+      const unknown = reader.header.filter((k) => k !== "_cursor" && !(k in ctx.plan.columns));
+      if (cursorAt < 0 || unknown.length) {
+        res.body.destroy();
+        if (cursorAt < 0) throw new StreamAbortedError(res.request, reader.bytes(), new Error("the rewrite feed's header lacks _cursor"));
+        throw new RewriteColumnsChanged(`the rewrite feed has columns the copy lacks (${unknown.join(", ")})`);
+      }
+      let count = 0;
+      let lastCursor: string | null = feed.cursor;
+      async function* rows(source: AsyncIterable<Cell[]>): AsyncGenerator<Cell[]> {
+        for await (const row of source) {
+          count++;
+          lastCursor = row[cursorAt];
+          yield row;
+        }
+      }
+      let next: RewriteFeedState | undefined;
+      await ctx.target.writePage({
+        plan: ctx.plan,
+        header: reader.header,
+        rows: rows(reader.rows),
+        generation: ctx.state.generation,
+        stateAfter: () => {
+          next = { ...feed, cursor: lastCursor, rowsRewritten: (feed.rowsRewritten ?? 0) + count };
+          return { ...ctx.state, extensions: { ...ctx.state.extensions, [REWRITE_FEED]: next } };
+        },
+      });
+      ctx.state.extensions[REWRITE_FEED] = next!;
+      return count;
+    } catch (err) {
+      if (!(err instanceof StreamAbortedError) || attempt >= attempts || ctx.signal?.aborted) throw err;
+      await sleep(backoffDelay(ctx.client.retry, attempt), ctx.signal).catch(() => undefined);
+    }
+  }
 }
 
 export const deletionsState = (state: DatasetState): DeletionsState =>
@@ -120,4 +212,4 @@ export function rewriteSignal(): SyncExtension {
 }
 
 /** The extensions every engine runs (before any given in SyncOptions.extensions). */
-export const builtinExtensions = (): SyncExtension[] => [rewriteSignal(), deletionFeed()];
+export const builtinExtensions = (): SyncExtension[] => [rewriteSignal(), rewriteFeed(), deletionFeed()];

@@ -16,6 +16,8 @@ export interface ListingEntry {
   csvPath: string;
   /** `links.deletions`: the dataset's deletion feed. */
   deletionsPath: string;
+  /** `links.rewrites`: the dataset's rewrite feed (derived from the key, like the other links). */
+  rewritesPath: string;
   changeToken: string;
   rewriteToken: string;
 }
@@ -100,11 +102,10 @@ export function changeToken(entry: RegistryEntry, visibility: TokenVisibility = 
  * The dataset's rewriteToken: moves when rows' exported text may have changed without their
  * last_modified moving, so a client re-reads the dataset in full only then. It moves when the dataset
  * is regenerated (generation: a republish re-renders every row, e.g. a relabelled option or a
- * retyped field; a time zone change rebuilds the form) and when a record that rows display by name
- * is renamed or deleted (the organization's rewrite counter; a site's path and time zone count as
- * names), or when a relation or borrowed column its rows show changed in another record (the
- * dataset's own rewrite counter, migration 105). New rows and edits move changeToken, not this.
- * The dataset's counter joins the material only once non-zero, so tokens from before it existed hold.
+ * retyped field; a time zone change rebuilds the form). Renamed, deleted or newly named related
+ * records, relations and borrowed columns go through the rewrite feed instead (migration 120) and
+ * move changeToken; the two counters below no longer move for them and stay in the material so that
+ * tokens handed out before the feed existed hold. New rows and edits move changeToken, not this.
  */
 export function rewriteToken(entry: RegistryEntry): string {
   const material: unknown[] = ["rewrite", entry.key, entry.generation, entry.rewriteCounter];
@@ -115,6 +116,11 @@ export function rewriteToken(entry: RegistryEntry): string {
 /** `links.csv`: rooted at the host, already containing /v1. */
 export function csvPath(key: string): string {
   return `/v1/datasets/${encodeURIComponent(key)}/csv`;
+}
+
+/** `links.rewrites`: rooted at the host, already containing /v1. */
+export function rewritesPath(key: string): string {
+  return `/v1/datasets/${encodeURIComponent(key)}/rewrites`;
 }
 
 /** `links.deletions`: rooted at the host, already containing /v1. */
@@ -149,6 +155,7 @@ export function buildListing(entries: readonly RegistryEntry[], horizon?: Listin
       columns: listingColumns(e.columns),
       csvPath: csvPath(e.key),
       deletionsPath: deletionsPath(e.key),
+      rewritesPath: rewritesPath(e.key),
       changeToken: changeToken(e, visibility),
       rewriteToken: rewriteToken(e),
     };
@@ -184,7 +191,7 @@ export function renderEntry(entry: ListingEntry): string {
     parentDataset: entry.parentDataset,
     childDatasets: entry.childDatasets,
     columns: entry.columns,
-    links: { csv: entry.csvPath, deletions: entry.deletionsPath },
+    links: { csv: entry.csvPath, deletions: entry.deletionsPath, rewrites: entry.rewritesPath },
     changeToken: entry.changeToken,
     rewriteToken: entry.rewriteToken,
   });

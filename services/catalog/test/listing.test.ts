@@ -48,7 +48,7 @@ describe("buildListing (pure)", () => {
           { key: "id", dataType: "uuid", label: "ID" },
           { key: "_cursor", dataType: "text" },
         ],
-        links: { csv: "/v1/datasets/resources_suppliers/csv", deletions: "/v1/datasets/resources_suppliers/deletions" },
+        links: { csv: "/v1/datasets/resources_suppliers/csv", deletions: "/v1/datasets/resources_suppliers/deletions", rewrites: "/v1/datasets/resources_suppliers/rewrites" },
         changeToken: suppliers.changeToken,
         rewriteToken: suppliers.rewriteToken,
       }),

@@ -1,6 +1,6 @@
 import type { Pool } from "pg";
 import { AppError, Errors } from "@exportsvc/common";
-import { deletionsShape, rowShape, type CursorBinding, type CursorCodec, type CursorPosition, type CursorProblem, type DatasetKind, type PageDataset } from "@exportsvc/datasets";
+import { deletionsShape, rewritesShape, rowShape, type CursorBinding, type CursorCodec, type CursorPosition, type CursorProblem, type DatasetKind, type PageDataset } from "@exportsvc/datasets";
 
 const DETAILS: Record<CursorProblem, string> = {
   empty: "The cursor parameter is empty. Omit cursor to start from the first page.",
@@ -11,7 +11,7 @@ const DETAILS: Record<CursorProblem, string> = {
   unknown_signing_key: "The cursor was signed with a key that is no longer accepted. Restart this dataset from the first page.",
   other_dataset: "The cursor was issued for a different dataset. Use a cursor from this dataset, or restart it from the first page.",
   other_feed:
-    "The cursor was issued by this dataset's other feed: the CSV endpoint and the deletion feed each take only their own cursors.",
+    "The cursor was issued by another feed of this dataset: the CSV endpoint, the deletion feed and the rewrite feed each take only their own cursors.",
   reshaped_dataset:
     "The dataset was regenerated with a different row shape since the cursor was issued. Re-read the listing and restart this dataset from the first page.",
 };
@@ -22,10 +22,11 @@ export function invalidCursor(problem: CursorProblem): AppError {
   return new AppError({ ...base, extensions: { ...(base.extensions ?? {}), cursorProblem: problem } });
 }
 
-/** The two paged feeds of a dataset: its rows (CSV endpoint) and its deletion feed. */
-export type Feed = "rows" | "deletions";
+/** The paged feeds of a dataset: its rows (CSV endpoint), its deletion feed and its rewrite feed. */
+export type Feed = "rows" | "deletions" | "rewrites";
 
-const shapeOf = (dataset: { kind: DatasetKind; sourceRef: string }, feed: Feed) => (feed === "rows" ? rowShape(dataset) : deletionsShape(dataset));
+const SHAPES: Record<Feed, (dataset: { kind: DatasetKind; sourceRef: string }) => string> = { rows: rowShape, deletions: deletionsShape, rewrites: rewritesShape };
+const shapeOf = (dataset: { kind: DatasetKind; sourceRef: string }, feed: Feed) => SHAPES[feed](dataset);
 
 interface KnownBinding extends CursorBinding {
   feed: Feed;
@@ -60,6 +61,7 @@ async function knownBindings(pool: Pool, organizationId: string): Promise<KnownB
   return [
     ...shapes("rows"),
     ...shapes("deletions"),
+    ...shapes("rewrites"),
     ...rows.map((r) => ({ organizationId, datasetKey: r.key, rowShape: r.shape_fingerprint, feed: "rows" as const, legacy: true })),
     ...history.rows.map((r) => ({ organizationId, datasetKey: r.dataset_key, rowShape: r.shape_fingerprint, feed: "rows" as const, legacy: true })),
   ];

@@ -78,8 +78,8 @@ function checkLimit(request: { limit?: number }): number {
   return limit;
 }
 
-/** The deletion feed's parameters: `limit` and `cursor`, with the CSV endpoint's rules. */
-export function checkDeletionsParameters(request: ExportDeletionsRequest): { limit: number; cursor?: string } {
+/** The deletion and rewrite feeds' parameters: `limit` and `cursor`, with the CSV endpoint's rules. */
+export function checkDeletionsParameters(request: Pick<ExportDeletionsRequest, "limit" | "cursor">): { limit: number; cursor?: string } {
   const limit = checkLimit(request);
   return present(request.cursor) ? { limit, cursor: request.cursor } : { limit };
 }

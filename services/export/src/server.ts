@@ -6,6 +6,7 @@ import { createClient, serve, startGrpcService } from "@exportsvc/rpc";
 import { connectionsPerOrganization, type ExportConfig } from "./config";
 import { exportCsvHandler, type ExportDependencies } from "./handlers/export-csv";
 import { exportDeletionsHandler } from "./handlers/export-deletions";
+import { exportRewritesHandler } from "./handlers/export-rewrites";
 import { SiteCounts } from "./site-counts";
 import { FormIdHints } from "./visibility";
 import { exposeExportSeries } from "./metrics-series";
@@ -68,7 +69,7 @@ export async function start(config: ExportConfig, options: StartOptions = {}): P
         formIdHints: new FormIdHints(),
         siteCounts: new SiteCounts(pool, { ttlMs: SITE_COUNT_TTL_MS, maxOrganizations: SITE_COUNT_MAX_ORGANIZATIONS, logger: log }),
       };
-      return [serve(ExportService, { exportCsv: exportCsvHandler(deps), exportDeletions: exportDeletionsHandler(deps) })];
+      return [serve(ExportService, { exportCsv: exportCsvHandler(deps), exportDeletions: exportDeletionsHandler(deps), exportRewrites: exportRewritesHandler(deps) })];
     },
     release: async () => {
       schema?.close();

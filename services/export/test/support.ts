@@ -83,6 +83,11 @@ export function deletionsPage(client: Client<typeof ExportService>, request: { o
   return collectPage(client.exportDeletions(request));
 }
 
+/** One ExportRewrites call (a page of the rewrite feed), like exportPage. */
+export function rewritesPage(client: Client<typeof ExportService>, request: { organizationId: string; datasetKey: string; cursor?: string; limit?: number }): Promise<Page> {
+  return collectPage(client.exportRewrites(request));
+}
+
 function collectPage(stream: NodeJS.ReadableStream): Promise<Page> {
   return new Promise((resolve, reject) => {
     const chunks: Buffer[] = [];

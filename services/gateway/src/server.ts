@@ -62,6 +62,7 @@ export async function start(config: GatewayConfig): Promise<RunningGateway> {
     exporter: {
       exportCsv: (request, traceId) => exportClient.exportCsv(request, { metadata: traceMetadata(traceId) }),
       exportDeletions: (request, traceId) => exportClient.exportDeletions(request, { metadata: traceMetadata(traceId) }),
+      exportRewrites: (request, traceId) => exportClient.exportRewrites(request, { metadata: traceMetadata(traceId) }),
     },
     probeDatabase: databaseProbe(pool, config.READINESS_TIMEOUT_MS),
     // Verdicts only (maxBytes 0): a few dozen bytes per organization.

@@ -5,10 +5,11 @@ const doc = buildOpenApiDocument("9.9.9") as any;
 const listing = doc.paths["/v1/datasets"].get;
 const csv = doc.paths["/v1/datasets/{datasetKey}/csv"].get;
 const deletions = doc.paths["/v1/datasets/{datasetKey}/deletions"].get;
+const rewrites = doc.paths["/v1/datasets/{datasetKey}/rewrites"].get;
 
 describe("OpenAPI description", () => {
-  it("covers the data endpoints only: listing, CSV and deletion feed", () => {
-    expect(Object.keys(doc.paths).sort()).toEqual(["/v1/datasets", "/v1/datasets/{datasetKey}/csv", "/v1/datasets/{datasetKey}/deletions"]);
+  it("covers the data endpoints only: listing, CSV, deletion and rewrite feeds", () => {
+    expect(Object.keys(doc.paths).sort()).toEqual(["/v1/datasets", "/v1/datasets/{datasetKey}/csv", "/v1/datasets/{datasetKey}/deletions", "/v1/datasets/{datasetKey}/rewrites"]);
     expect(doc.info.version).toBe("9.9.9");
   });
 
@@ -29,6 +30,13 @@ describe("OpenAPI description", () => {
     expect(Object.keys(deletions.responses["200"].content)).toEqual(["text/csv"]);
     expect(Object.keys(deletions.responses["410"].content["application/problem+json"].examples)).toEqual(["DELETIONS_CURSOR_EXPIRED"]);
     expect(doc.components.schemas.DatasetListingEntry.properties.links.properties).toHaveProperty("deletions");
+  });
+
+  it("describes the rewrite feed: cursor and limit, CSV response, 400 REWRITES_CURSOR_EXPIRED, links.rewrites", () => {
+    expect(rewrites.parameters.map((p: { name: string }) => p.name).sort()).toEqual(["cursor", "datasetKey", "limit"]);
+    expect(Object.keys(rewrites.responses["200"].content)).toEqual(["text/csv"]);
+    expect(Object.keys(rewrites.responses["400"].content["application/problem+json"].examples)).toContain("REWRITES_CURSOR_EXPIRED");
+    expect(doc.components.schemas.DatasetListingEntry.properties.links.properties).toHaveProperty("rewrites");
   });
 
   it("describes the CSV response and the listing with columns", () => {
@@ -59,12 +67,13 @@ describe("OpenAPI description", () => {
       Errors.authUnavailable(),
       Errors.databaseUnavailable(),
       Errors.deletionsCursorExpired("x"),
+      Errors.rewritesCursorExpired("x"),
     ];
     expect(doc.components.schemas.ErrorCode.enum.sort()).toEqual(catalogue.map((e) => e.errorCode).sort());
     for (const error of catalogue) {
       const published = ERROR_CODES.find((e) => e.errorCode === error.errorCode);
       expect(published).toMatchObject({ status: error.status, title: error.title });
-      const examples = [listing, csv, deletions].flatMap((op) => Object.keys(op.responses[String(error.status)]?.content?.["application/problem+json"]?.examples ?? {}));
+      const examples = [listing, csv, deletions, rewrites].flatMap((op) => Object.keys(op.responses[String(error.status)]?.content?.["application/problem+json"]?.examples ?? {}));
       expect(examples).toContain(error.errorCode);
     }
   });
@@ -72,7 +81,7 @@ describe("OpenAPI description", () => {
   it("publishes every entry of the error catalogue with the catalogue's status and title, each with an example", () => {
     const codes = Object.keys(ERROR_CATALOGUE) as ErrorCode[];
     expect(codes.length).toBeGreaterThan(0);
-    const operations = [listing, csv, deletions];
+    const operations = [listing, csv, deletions, rewrites];
     const missing = codes.filter((code) => !doc.components.schemas.ErrorCode.enum.includes(code));
     expect(missing).toEqual([]);
     for (const code of codes) {

@@ -81,7 +81,7 @@ describe("sync client: core loader rules", () => {
     expect((await run()).summary.failed).toEqual([]);
     expect(await lotName()).toBe("Flour");
 
-    // Deleted: the lot keeps the id and shows an empty name (the delete moves the rewriteToken, 046).
+    // Deleted: the lot keeps the id and shows an empty name (the lot reaches the rewrite feed, 120).
     await org.apply({ delete: { products: [product.id] } });
     await waitFor("the empty name exported", exported(""));
     expect((await run()).summary.failed).toEqual([]);

@@ -1,8 +1,9 @@
 /**
  * The sync client follows the deletion feed and the rewrite signal (issue 11 item 4), against the
  * real stack, into PostgreSQL and SQLite: deleted rows leave the copy on the next incremental sync
- * without a full read; a deleted-then-recreated row stays; a moved rewriteToken re-reads exactly the
- * datasets whose token moved.
+ * without a full read; a deleted-then-recreated row stays; a rename reaches the copy through the
+ * rewrite feed without a full read; a moved rewriteToken (a republish) re-reads exactly the datasets
+ * whose token moved.
  */
 import type { SyncEvent } from "../../../packages/sync-client/src";
 import { field, waitFor } from "../../support/forms";
@@ -69,31 +70,31 @@ describe("sync client: deletion feed and rewriteToken", () => {
     expect(await ids("hygiene_round__items")).toEqual([]);
     await expectCopyEqualsSource(org, db);
 
-    // A related-record rename moves rewriteToken: exactly the datasets whose token moved are re-read in full.
+    // A related-record rename goes through the rewrite feeds: no rewriteToken moves, no dataset is
+    // re-read in full, and the copy shows the new name.
     const tokens = async () => new Map((await org.listing()).map((d) => [d.key, (d as unknown as { rewriteToken: string }).rewriteToken]));
     let before = await tokens();
     await org.apply({ sites: [{ id: id("site"), name: "Main Site renamed", timeZone: "Europe/Berlin" }] });
-    let after = await waitFor("the rename moved rewriteToken", async () => {
-      const t = await tokens();
-      return [...t].some(([k, v]) => before.get(k) !== v) && t;
-    });
-    let moved = [...after].filter(([k, v]) => before.get(k) !== v).map(([k]) => k).sort();
-    await run();
-    expect(fullReads()).toEqual(moved);
-    await expectCopyEqualsSource(org, db);
-    // Unchanged token: no further full read.
+    await waitFor("the rename exported", async () => (await org.page("hygiene_round")).rows.every((r) => r.site_name === "Main Site renamed"));
+    await waitFor("the rename in the rewrite feed", async () => (await (await org.get("/v1/datasets/hygiene_round/rewrites")).text()).includes("Main Site renamed"));
     await run();
     expect(fullReads()).toEqual([]);
+    expect(await tokens()).toEqual(before);
+    expect((await copyRows(db, "hygiene_round", ["site_name"])).map((r) => r.site_name)).toEqual(["Main Site renamed"]);
+    await expectCopyEqualsSource(org, db);
+    const rewritten = (await withTarget(db.url, (t) => t.loadState())).datasets.get("hygiene_round")?.extensions["rewrite-feed"] as { cursor: string | null; rowsRewritten: number };
+    expect(rewritten.cursor).toBeTruthy();
+    expect(rewritten.rowsRewritten).toBeGreaterThanOrEqual(1);
 
     // A republish of the form moves only its own datasets' tokens: the resources are not re-read.
     before = await tokens();
     await org.apply({ forms: [form("Hygiene Round", [field.text(id("f:note"), "note", "Note")])] });
     await org.waitForDataset("hygiene_round", (d) => d.columns.some((c) => c.key === "note"));
-    after = await waitFor("the republish moved rewriteToken", async () => {
+    let after = await waitFor("the republish moved rewriteToken", async () => {
       const t = await tokens();
       return t.get("hygiene_round") !== before.get("hygiene_round") && t;
     });
-    moved = [...after].filter(([k, v]) => before.get(k) !== v).map(([k]) => k).sort();
+    const moved = [...after].filter(([k, v]) => before.get(k) !== v).map(([k]) => k).sort();
     expect(moved).not.toContain("resources_lots");
     await run();
     expect(fullReads()).toEqual(moved);

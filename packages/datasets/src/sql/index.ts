@@ -5,3 +5,4 @@ export { DEVIATION_EXPRESSIONS } from "./deviations";
 export { attributeExpression, dateAttribute, numberAttribute } from "./attributes";
 export * from "./page-query";
 export * from "./deletions-query";
+export * from "./rewrites-query";

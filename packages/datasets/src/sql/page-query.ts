@@ -101,14 +101,15 @@ export const hasCompletedAt = (dataset: Pick<PageDataset, "kind" | "columns">): 
 /** The header row fields: the dataset's column keys, then `_cursor`. */
 export const headerFields = (dataset: Pick<PageDataset, "columns">): string[] => [...dataset.columns.map((c) => c.key), "_cursor"];
 
-interface Source {
+/** Where a dataset's rows come from and how each column is rendered (shared by the CSV page and the rewrite feed). */
+export interface Source {
   table: string;
   /** Extra joins of the outer query (deviations). */
   joins: string;
   expression(column: ColumnSpec): string;
 }
 
-function sourceOf(dataset: PageDataset, organizationId: string, siteNames: SiteNameLookup): Source {
+export function sourceOf(dataset: PageDataset, organizationId: string, siteNames: SiteNameLookup): Source {
   if (dataset.kind === "resource") {
     const kind = dataset.sourceRef as ResourceKind;
     const core = RESOURCE_CORE_EXPRESSIONS[kind];

@@ -90,12 +90,21 @@ export class ExportApiClient {
 
   /** Opens one page of the dataset's deletion feed (`links.deletions`); the caller reads `body` to its end. */
   async openDeletions(entry: Pick<ListingEntry, "key" | "links">, params: { cursor?: string | null; limit: number }): Promise<PageResponse> {
-    const link = entry.links.deletions;
-    if (typeof link !== "string") throw new Error(`${entry.key}: the listing entry has no links.deletions`);
+    return this.openFeed(entry, "deletions", params);
+  }
+
+  /** One page of the dataset's rewrite feed (`links.rewrites`): its rows with their current text. */
+  async openRewrites(entry: Pick<ListingEntry, "key" | "links">, params: { cursor?: string | null; limit: number }): Promise<PageResponse> {
+    return this.openFeed(entry, "rewrites", params);
+  }
+
+  private async openFeed(entry: Pick<ListingEntry, "key" | "links">, feed: "deletions" | "rewrites", params: { cursor?: string | null; limit: number }): Promise<PageResponse> {
+    const link = entry.links[feed];
+    if (typeof link !== "string") throw new Error(`${entry.key}: the listing entry has no links.${feed}`);
     const qs = new URLSearchParams({ limit: String(params.limit) });
     if (params.cursor) qs.set("cursor", params.cursor);
     const path = link.startsWith("/") ? link : `/${link}`;
-    const label = `GET ${entry.key} deletions${params.cursor ? " (cursor)" : " (first page)"}`;
+    const label = `GET ${entry.key} ${feed}${params.cursor ? " (cursor)" : " (first page)"}`;
     const res = await this.send(label, `${this.root}${path}?${qs}`, { accept: "text/csv" }, [200]);
     return { body: res.body as unknown as Readable, request: label };
   }

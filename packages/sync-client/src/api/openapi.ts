@@ -64,6 +64,26 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/datasets/{datasetKey}/rewrites": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Stream one page of a dataset's rewrite feed as CSV
+         * @description The rows whose exported text changed without their `last_modified` moving (a related record renamed, deleted or created under an id rows already named; a relation or borrowed column changed), each once with its current text, in rewrite order: the dataset's own columns and `_cursor`, exactly as the CSV endpoint renders them. Upsert them by `id` (a grid dataset: `id` and `row_index`). Same CSV dialect, paging loop, limit, authentication and rate limits as the CSV endpoint; its cursors are its own. Entries are kept for the operator's retention (default 35 days).
+         */
+        get: operations["exportDatasetRewrites"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
 }
 export type webhooks = Record<string, never>;
 export interface components {
@@ -84,6 +104,8 @@ export interface components {
                 csv: string;
                 /** @description Path of the dataset's deletion feed, rooted at the host, containing /v1. */
                 deletions?: string;
+                /** @description Path of the dataset's rewrite feed, rooted at the host, containing /v1. */
+                rewrites?: string;
             };
             /** @description Opaque marker of the dataset's own contents; compare with its previous value only. */
             changeToken: string;
@@ -109,6 +131,7 @@ export interface components {
          *     HTTP_VERSION_NOT_SUPPORTED (400): The CSV endpoint was called over HTTP/1.0, where a cut page could not be told from a complete one; use HTTP/1.1 or HTTP/2.
          *     REQUEST_HEADER_FIELDS_TOO_LARGE (431): The request's header section is too large (answered before routing).
          *     DELETIONS_CURSOR_EXPIRED (410): Deletion feed only: tombstones after this cursor were pruned by retention. Re-read the dataset in full, then restart its deletion feed without a cursor.
+         *     REWRITES_CURSOR_EXPIRED (400): Rewrite feed only: rewrites after this cursor were pruned by retention. Re-read the dataset in full, then restart its rewrite feed without a cursor.
          *     UNAUTHORIZED (401): The API key is missing, malformed, unknown, revoked or expired. No `detail`.
          *     ORGANIZATION_NOT_CONFIGURED (404): The key is valid but its organization is not enabled for export.
          *     DATASET_NOT_FOUND (404): No dataset with this key exists for the caller's organization (for example it was renamed).
@@ -121,7 +144,7 @@ export interface components {
          *     DATABASE_UNAVAILABLE (503): A database operation failed. Retry with exponential backoff. No `Retry-After`.
          * @enum {string}
          */
-        ErrorCode: "INVALID_PARAMETER" | "INVALID_CURSOR" | "MISSING_PARAMETER" | "BAD_REQUEST" | "REQUEST_TIMEOUT" | "HTTP_VERSION_NOT_SUPPORTED" | "REQUEST_HEADER_FIELDS_TOO_LARGE" | "DELETIONS_CURSOR_EXPIRED" | "UNAUTHORIZED" | "ORGANIZATION_NOT_CONFIGURED" | "DATASET_NOT_FOUND" | "NOT_FOUND" | "METHOD_NOT_ALLOWED" | "RATE_LIMITED" | "INTERNAL_ERROR" | "DATASET_NOT_EXPORTABLE" | "AUTH_UNAVAILABLE" | "DATABASE_UNAVAILABLE";
+        ErrorCode: "INVALID_PARAMETER" | "INVALID_CURSOR" | "MISSING_PARAMETER" | "BAD_REQUEST" | "REQUEST_TIMEOUT" | "HTTP_VERSION_NOT_SUPPORTED" | "REQUEST_HEADER_FIELDS_TOO_LARGE" | "DELETIONS_CURSOR_EXPIRED" | "REWRITES_CURSOR_EXPIRED" | "UNAUTHORIZED" | "ORGANIZATION_NOT_CONFIGURED" | "DATASET_NOT_FOUND" | "NOT_FOUND" | "METHOD_NOT_ALLOWED" | "RATE_LIMITED" | "INTERNAL_ERROR" | "DATASET_NOT_EXPORTABLE" | "AUTH_UNAVAILABLE" | "DATABASE_UNAVAILABLE";
         /** @description RFC 9457 problem details plus errorCode and traceId. */
         Problem: {
             /** @description `about:blank`, or a link to the error's documentation. */
@@ -498,6 +521,130 @@ export interface operations {
             };
             /** @description The deletions cursor is older than the deletion feed's retention. errorCode: DELETIONS_CURSOR_EXPIRED. */
             410: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description A rate limit was hit. Wait `Retry-After` seconds and repeat the same request. errorCode: RATE_LIMITED. */
+            429: {
+                headers: {
+                    /** @description Seconds to wait before repeating the request. */
+                    "Retry-After"?: number;
+                    /** @description The limit that was reached (concurrency cap or per-minute budget). */
+                    "RateLimit-Limit"?: number;
+                    /** @description Zero on a rejection. */
+                    "RateLimit-Remaining"?: number;
+                    /** @description Seconds until capacity is expected. */
+                    "RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description The request's header section is too large. errorCode: REQUEST_HEADER_FIELDS_TOO_LARGE. */
+            431: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Unexpected failure. Retry with exponential backoff. errorCode: INTERNAL_ERROR. */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Temporarily unable to serve. The cursor is unaffected. errorCode: DATASET_NOT_EXPORTABLE, AUTH_UNAVAILABLE, DATABASE_UNAVAILABLE. */
+            503: {
+                headers: {
+                    /** @description Seconds to wait; present only with AUTH_UNAVAILABLE. */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+        };
+    };
+    exportDatasetRewrites: {
+        parameters: {
+            query?: {
+                /** @description Opaque `_cursor` of the last processed row of this feed, sent back unchanged and URL-encoded. Omit for the oldest retained rewrite. */
+                cursor?: string;
+                /** @description About this many rewritten rows (a page is never cut through rows sharing a position). A larger value than the maximum is rejected, never reduced. */
+                limit?: number;
+            };
+            header?: never;
+            path: {
+                /** @description The `key` from the listing. */
+                datasetKey: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description One page of the rewrite feed (chunked; no Content-Length); the header row is the dataset's columns, then `_cursor`. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /** @example id,name,last_modified,_cursor */
+                    "text/csv": string;
+                };
+            };
+            /** @description A parameter is unparsable, out of range, or the paging parameters are inconsistent. errorCode: INVALID_PARAMETER, INVALID_CURSOR, REWRITES_CURSOR_EXPIRED, BAD_REQUEST. */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Authentication failed. Never transient: check the key. errorCode: UNAUTHORIZED. */
+            401: {
+                headers: {
+                    /** @description RFC 6750 challenge: `Bearer realm="dataset-export"`, with `error="invalid_token"` when a credential was sent and refused. */
+                    "WWW-Authenticate"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Not found. errorCode: DATASET_NOT_FOUND, ORGANIZATION_NOT_CONFIGURED, NOT_FOUND. */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Method not allowed for this endpoint. errorCode: METHOD_NOT_ALLOWED. */
+            405: {
+                headers: {
+                    /** @description The methods the endpoint supports. */
+                    Allow?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description The request's header section did not arrive in time. errorCode: REQUEST_TIMEOUT. */
+            408: {
                 headers: {
                     [name: string]: unknown;
                 };

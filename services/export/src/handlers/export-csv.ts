@@ -23,6 +23,8 @@ import {
   type ExportCsvResponse,
   type ExportDeletionsRequest,
   type ExportDeletionsResponse,
+  type ExportRewritesRequest,
+  type ExportRewritesResponse,
 } from "@exportsvc/proto";
 import { callTraceId, unavailableMapping, type grpc } from "@exportsvc/rpc";
 import { copyToSink, StreamFailedAfterFirstChunk, StreamStalled, type ChunkSink, type CopyOutcome } from "../copy-stream";
@@ -53,6 +55,7 @@ export interface ExportDependencies {
 
 export type ExportCall = grpc.ServerWritableStream<ExportCsvRequest, ExportCsvResponse>;
 export type DeletionsCall = grpc.ServerWritableStream<ExportDeletionsRequest, ExportDeletionsResponse>;
+export type RewritesCall = grpc.ServerWritableStream<ExportRewritesRequest, ExportRewritesResponse>;
 
 /**
  * The export service waits this much longer than STREAM_STALL_TIMEOUT_MS for its gRPC consumer: the
@@ -131,7 +134,7 @@ async function exportPage(deps: ExportDependencies, request: ExportCsvRequest, s
     throw notExportable(deps.logger, dataset.key, err, traceId);
   }
 
-  const header = Buffer.from(`${headerFields(dataset).map(csvField).join(",")}\n`, "utf8");
+  const header = csvHeader(dataset);
   const outcome = await streamCsv(deps, { source, select, header, sink, dataset, organizationId: request.organizationId, traceId, what: "export" });
   deps.metrics?.recordExport(dataset.kind, outcome.rows, outcome.bytes);
   if (storedCursors !== undefined) deps.metrics?.recordFormPage(storedCursors ? "stored" : "signed");
@@ -236,6 +239,9 @@ export function notExportable(logger: Logger, datasetKey: string, err: unknown, 
   const reason = err instanceof UnsupportedDatasetError ? "its definition cannot be exported" : "a stored value cannot be exported";
   return Errors.datasetNotExportable(`Dataset '${datasetKey}' cannot be exported: ${reason}. Other datasets are not affected; contact support naming the dataset.`);
 }
+
+/** The header row of a page of the dataset's rows (CSV page, rewrite feed): its column keys, then `_cursor`. */
+export const csvHeader = (dataset: PageDataset): Buffer => Buffer.from(`${headerFields(dataset).map(csvField).join(",")}\n`, "utf8");
 
 /** RFC 4180 quoting for the header row (column keys are identifiers, so this rarely quotes). */
 export function csvField(value: string): string {

@@ -36,6 +36,7 @@ const ERROR_WHEN: Record<ErrorCode, string> = {
   HTTP_VERSION_NOT_SUPPORTED: "The CSV endpoint was called over HTTP/1.0, where a cut page could not be told from a complete one; use HTTP/1.1 or HTTP/2.",
   REQUEST_HEADER_FIELDS_TOO_LARGE: "The request's header section is too large (answered before routing).",
   DELETIONS_CURSOR_EXPIRED: "Deletion feed only: tombstones after this cursor were pruned by retention. Re-read the dataset in full, then restart its deletion feed without a cursor.",
+  REWRITES_CURSOR_EXPIRED: "Rewrite feed only: rewrites after this cursor were pruned by retention. Re-read the dataset in full, then restart its rewrite feed without a cursor.",
   UNAUTHORIZED: "The API key is missing, malformed, unknown, revoked or expired. No `detail`.",
   ORGANIZATION_NOT_CONFIGURED: "The key is valid but its organization is not enabled for export.",
   DATASET_NOT_FOUND: "No dataset with this key exists for the caller's organization (for example it was renamed).",
@@ -266,6 +267,45 @@ export function buildOpenApiDocument(version: string): OpenApiDocument {
           },
         },
       },
+      "/v1/datasets/{datasetKey}/rewrites": {
+        get: {
+          tags: ["Datasets"],
+          operationId: "exportDatasetRewrites",
+          summary: "Stream one page of a dataset's rewrite feed as CSV",
+          description:
+            "The rows whose exported text changed without their `last_modified` moving (a related record renamed, deleted or " +
+            "created under an id rows already named; a relation or borrowed column changed), each once with its current text, in " +
+            "rewrite order: the dataset's own columns and `_cursor`, exactly as the CSV endpoint renders them. Upsert them by `id` " +
+            "(a grid dataset: `id` and `row_index`). Same CSV dialect, paging loop, limit, authentication and rate limits as the " +
+            "CSV endpoint; its cursors are its own. Entries are kept for the operator's retention (default 35 days).",
+          parameters: [
+            { name: "datasetKey", in: "path", required: true, description: "The `key` from the listing.", schema: { type: "string", maxLength: 63 } },
+            {
+              name: "cursor",
+              in: "query",
+              required: false,
+              description: "Opaque `_cursor` of the last processed row of this feed, sent back unchanged and URL-encoded. Omit for the oldest retained rewrite.",
+              schema: { type: "string" },
+            },
+            {
+              name: "limit",
+              in: "query",
+              required: false,
+              description: "About this many rewritten rows (a page is never cut through rows sharing a position). A larger value than the maximum is rejected, never reduced.",
+              schema: { type: "integer", format: "int32", minimum: 1, maximum: 5000, default: 5000 },
+            },
+          ],
+          responses: {
+            "200": {
+              description: "One page of the rewrite feed (chunked; no Content-Length); the header row is the dataset's columns, then `_cursor`.",
+              content: { "text/csv": { schema: { type: "string" }, example: "\ufeffid,name,last_modified,_cursor\n" } },
+            },
+            "400": problemResponse(400, ["INVALID_PARAMETER", "INVALID_CURSOR", "REWRITES_CURSOR_EXPIRED", "BAD_REQUEST"]),
+            ...commonErrorResponses(["DATASET_NOT_FOUND", "ORGANIZATION_NOT_CONFIGURED", "NOT_FOUND"]),
+            "503": problemResponse(503, ["DATASET_NOT_EXPORTABLE", "AUTH_UNAVAILABLE", "DATABASE_UNAVAILABLE"]),
+          },
+        },
+      },
     },
     components: {
       securitySchemes: {
@@ -287,6 +327,7 @@ export function buildOpenApiDocument(version: string): OpenApiDocument {
               properties: {
                 csv: { type: "string", description: "Path of the CSV endpoint, rooted at the host, containing /v1." },
                 deletions: { type: "string", description: "Path of the dataset's deletion feed, rooted at the host, containing /v1." },
+                rewrites: { type: "string", description: "Path of the dataset's rewrite feed, rooted at the host, containing /v1." },
               },
             },
             changeToken: { type: "string", description: "Opaque marker of the dataset's own contents; compare with its previous value only." },

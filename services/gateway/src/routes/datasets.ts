@@ -2,7 +2,7 @@ import Router from "@koa/router";
 import type { Middleware, ParameterizedContext } from "koa";
 import type { Guard } from "../http/access-control";
 import type { MessageInitShape } from "@bufbuild/protobuf";
-import type { ExportCsvRequestSchema, ExportDeletionsRequestSchema } from "@exportsvc/proto";
+import type { ExportCsvRequestSchema, ExportDeletionsRequestSchema, ExportRewritesRequestSchema } from "@exportsvc/proto";
 import { Errors, ifNoneMatchHits, type Logger, type ServiceMetrics } from "@exportsvc/common";
 import type { Principal } from "../contracts";
 import { sendListing, sendListingNotModified, type ListingStream } from "../http/listing-response";
@@ -22,6 +22,7 @@ export interface CatalogPort {
 export interface ExportPort {
   exportCsv(request: MessageInitShape<typeof ExportCsvRequestSchema>, traceId?: string): CsvChunkStream;
   exportDeletions(request: MessageInitShape<typeof ExportDeletionsRequestSchema>, traceId?: string): CsvChunkStream;
+  exportRewrites(request: MessageInitShape<typeof ExportRewritesRequestSchema>, traceId?: string): CsvChunkStream;
 }
 
 export interface DataRouteDeps {
@@ -44,7 +45,7 @@ export interface DataRouteDeps {
   settledListings?: { cache: ListingCache; state: (organizationId: string) => Promise<OrganizationListingState> };
 }
 
-/** The data endpoints: the listing, one dataset's CSV page and one page of its deletion feed. */
+/** The data endpoints: the listing, one dataset's CSV page and one page of its deletion or rewrite feed. */
 export function dataRoutes(deps: DataRouteDeps): Router {
   // Paths are matched exactly as written: /V1/datasets/x/CSV is no endpoint (404 NOT_FOUND).
   const router = new Router({ prefix: "/v1", sensitive: true });
@@ -88,17 +89,18 @@ export function dataRoutes(deps: DataRouteDeps): Router {
     await sendCsvStream(ctx, deps.exporter.exportCsv(request, ctx.state.traceId as string), csvStreamOptions(deps));
   });
 
-  router.get("/datasets/:datasetKey/deletions", requireStreamFramingMiddleware(), authenticate, rateLimit, async (ctx) => {
-    // The CSV endpoint's parsing of the two parameters this feed takes; its other parameters are
-    // unknown here and, like every unknown parameter, ignored (but invalid text in any is refused).
+  // The feeds beside the rows (deletions, rewrites) take the CSV endpoint's parsing of the two
+  // parameters they take; its other parameters are unknown here and, like every unknown parameter,
+  // ignored (but invalid text in any is refused).
+  const feedRequest = (ctx: ParameterizedContext) => {
     const { cursor, limit } = parseCsvQuery({ cursor: ctx.query.cursor, limit: ctx.query.limit }, ctx.querystring);
-    const request: MessageInitShape<typeof ExportDeletionsRequestSchema> = {
-      organizationId: (ctx.state.principal as Principal).organizationId,
-      datasetKey: datasetKeyOf(ctx),
-      cursor,
-      limit,
-    };
-    await sendCsvStream(ctx, deps.exporter.exportDeletions(request, ctx.state.traceId as string), csvStreamOptions(deps));
+    return { organizationId: (ctx.state.principal as Principal).organizationId, datasetKey: datasetKeyOf(ctx), cursor, limit };
+  };
+  router.get("/datasets/:datasetKey/deletions", requireStreamFramingMiddleware(), authenticate, rateLimit, async (ctx) => {
+    await sendCsvStream(ctx, deps.exporter.exportDeletions(feedRequest(ctx), ctx.state.traceId as string), csvStreamOptions(deps));
+  });
+  router.get("/datasets/:datasetKey/rewrites", requireStreamFramingMiddleware(), authenticate, rateLimit, async (ctx) => {
+    await sendCsvStream(ctx, deps.exporter.exportRewrites(feedRequest(ctx), ctx.state.traceId as string), csvStreamOptions(deps));
   });
 
   return router;

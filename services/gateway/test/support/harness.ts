@@ -144,6 +144,7 @@ export async function startHarness(options: HarnessOptions = {}): Promise<Harnes
     exporter: {
       exportCsv: (request, traceId) => exporter.exportCsv(request, { metadata: traceMetadata(traceId) }),
       exportDeletions: (request, traceId) => exporter.exportDeletions(request, { metadata: traceMetadata(traceId) }),
+      exportRewrites: (request, traceId) => exporter.exportRewrites(request, { metadata: traceMetadata(traceId) }),
     },
     probeDatabase: options.probeDatabase ?? (async () => undefined),
     build: { imageTag: "1.2.3", commit: "abc123", buildDate: "2026-11-22T00:00:00Z", version: "0.1.0" },
@@ -209,6 +210,13 @@ export async function startFakeServices(state: FakeServiceState): Promise<{ port
     exportDeletions: async (request, call) => {
       state.exportRequests.push(request as unknown as ExportCsvRequest);
       const behaviour = state.exportBehaviours.get(`deletions:${request.datasetKey}`);
+      if (!behaviour) throw new AppError({ status: 404, errorCode: "DATASET_NOT_FOUND", title: "Dataset not found", detail: `No dataset '${request.datasetKey}'.` });
+      await behaviour(request as unknown as ExportCsvRequest, call as unknown as grpc.ServerWritableStream<ExportCsvRequest, unknown>);
+    },
+    // Likewise the rewrite feed: `rewrites:<key>`.
+    exportRewrites: async (request, call) => {
+      state.exportRequests.push(request as unknown as ExportCsvRequest);
+      const behaviour = state.exportBehaviours.get(`rewrites:${request.datasetKey}`);
       if (!behaviour) throw new AppError({ status: 404, errorCode: "DATASET_NOT_FOUND", title: "Dataset not found", detail: `No dataset '${request.datasetKey}'.` });
       await behaviour(request as unknown as ExportCsvRequest, call as unknown as grpc.ServerWritableStream<ExportCsvRequest, unknown>);
     },

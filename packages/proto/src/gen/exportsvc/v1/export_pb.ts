@@ -10,7 +10,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file exportsvc/v1/export.proto.
  */
 export const file_exportsvc_v1_export: GenFile = /*@__PURE__*/
-  fileDesc("ChlleHBvcnRzdmMvdjEvZXhwb3J0LnByb3RvEgxleHBvcnRzdmMudjEi3AIKEEV4cG9ydENzdlJlcXVlc3QSFwoPb3JnYW5pemF0aW9uX2lkGAEgASgJEhMKC2RhdGFzZXRfa2V5GAIgASgJEhMKBmN1cnNvchgDIAEoCUgAiAEBEiIKFW1vZGlmaWVkX3NpbmNlX21pY3JvcxgEIAEoA0gBiAEBEhIKBWFmdGVyGAUgASgJSAKIAQESHAoPYWZ0ZXJfcm93X2luZGV4GAYgASgDSAOIAQESEgoFbGltaXQYByABKAVIBIgBARIYCgtmcm9tX21pY3JvcxgIIAEoA0gFiAEBEhYKCXRvX21pY3JvcxgJIAEoA0gGiAEBQgkKB19jdXJzb3JCGAoWX21vZGlmaWVkX3NpbmNlX21pY3Jvc0IICgZfYWZ0ZXJCEgoQX2FmdGVyX3Jvd19pbmRleEIICgZfbGltaXRCDgoMX2Zyb21fbWljcm9zQgwKCl90b19taWNyb3MiIQoRRXhwb3J0Q3N2UmVzcG9uc2USDAoEZGF0YRgBIAEoDCKEAQoWRXhwb3J0RGVsZXRpb25zUmVxdWVzdBIXCg9vcmdhbml6YXRpb25faWQYASABKAkSEwoLZGF0YXNldF9rZXkYAiABKAkSEwoGY3Vyc29yGAMgASgJSACIAQESEgoFbGltaXQYBCABKAVIAYgBAUIJCgdfY3Vyc29yQggKBl9saW1pdCInChdFeHBvcnREZWxldGlvbnNSZXNwb25zZRIMCgRkYXRhGAEgASgMMsEBCg1FeHBvcnRTZXJ2aWNlEk4KCUV4cG9ydENzdhIeLmV4cG9ydHN2Yy52MS5FeHBvcnRDc3ZSZXF1ZXN0Gh8uZXhwb3J0c3ZjLnYxLkV4cG9ydENzdlJlc3BvbnNlMAESYAoPRXhwb3J0RGVsZXRpb25zEiQuZXhwb3J0c3ZjLnYxLkV4cG9ydERlbGV0aW9uc1JlcXVlc3QaJS5leHBvcnRzdmMudjEuRXhwb3J0RGVsZXRpb25zUmVzcG9uc2UwAWIGcHJvdG8z");
+  fileDesc("ChlleHBvcnRzdmMvdjEvZXhwb3J0LnByb3RvEgxleHBvcnRzdmMudjEi3AIKEEV4cG9ydENzdlJlcXVlc3QSFwoPb3JnYW5pemF0aW9uX2lkGAEgASgJEhMKC2RhdGFzZXRfa2V5GAIgASgJEhMKBmN1cnNvchgDIAEoCUgAiAEBEiIKFW1vZGlmaWVkX3NpbmNlX21pY3JvcxgEIAEoA0gBiAEBEhIKBWFmdGVyGAUgASgJSAKIAQESHAoPYWZ0ZXJfcm93X2luZGV4GAYgASgDSAOIAQESEgoFbGltaXQYByABKAVIBIgBARIYCgtmcm9tX21pY3JvcxgIIAEoA0gFiAEBEhYKCXRvX21pY3JvcxgJIAEoA0gGiAEBQgkKB19jdXJzb3JCGAoWX21vZGlmaWVkX3NpbmNlX21pY3Jvc0IICgZfYWZ0ZXJCEgoQX2FmdGVyX3Jvd19pbmRleEIICgZfbGltaXRCDgoMX2Zyb21fbWljcm9zQgwKCl90b19taWNyb3MiIQoRRXhwb3J0Q3N2UmVzcG9uc2USDAoEZGF0YRgBIAEoDCKEAQoWRXhwb3J0RGVsZXRpb25zUmVxdWVzdBIXCg9vcmdhbml6YXRpb25faWQYASABKAkSEwoLZGF0YXNldF9rZXkYAiABKAkSEwoGY3Vyc29yGAMgASgJSACIAQESEgoFbGltaXQYBCABKAVIAYgBAUIJCgdfY3Vyc29yQggKBl9saW1pdCInChdFeHBvcnREZWxldGlvbnNSZXNwb25zZRIMCgRkYXRhGAEgASgMIoMBChVFeHBvcnRSZXdyaXRlc1JlcXVlc3QSFwoPb3JnYW5pemF0aW9uX2lkGAEgASgJEhMKC2RhdGFzZXRfa2V5GAIgASgJEhMKBmN1cnNvchgDIAEoCUgAiAEBEhIKBWxpbWl0GAQgASgFSAGIAQFCCQoHX2N1cnNvckIICgZfbGltaXQiJgoWRXhwb3J0UmV3cml0ZXNSZXNwb25zZRIMCgRkYXRhGAEgASgMMqACCg1FeHBvcnRTZXJ2aWNlEk4KCUV4cG9ydENzdhIeLmV4cG9ydHN2Yy52MS5FeHBvcnRDc3ZSZXF1ZXN0Gh8uZXhwb3J0c3ZjLnYxLkV4cG9ydENzdlJlc3BvbnNlMAESYAoPRXhwb3J0RGVsZXRpb25zEiQuZXhwb3J0c3ZjLnYxLkV4cG9ydERlbGV0aW9uc1JlcXVlc3QaJS5leHBvcnRzdmMudjEuRXhwb3J0RGVsZXRpb25zUmVzcG9uc2UwARJdCg5FeHBvcnRSZXdyaXRlcxIjLmV4cG9ydHN2Yy52MS5FeHBvcnRSZXdyaXRlc1JlcXVlc3QaJC5leHBvcnRzdmMudjEuRXhwb3J0UmV3cml0ZXNSZXNwb25zZTABYgZwcm90bzM");
 
 /**
  * Parameters arrive already parsed by the gateway (unparsable values never get here).
@@ -150,6 +150,61 @@ export const ExportDeletionsResponseSchema: GenMessage<ExportDeletionsResponse> 
   messageDesc(file_exportsvc_v1_export, 3);
 
 /**
+ * A page of a dataset's rewrite feed: the deletion feed's parameters.
+ *
+ * @generated from message exportsvc.v1.ExportRewritesRequest
+ */
+export type ExportRewritesRequest = Message<"exportsvc.v1.ExportRewritesRequest"> & {
+  /**
+   * @generated from field: string organization_id = 1;
+   */
+  organizationId: string;
+
+  /**
+   * @generated from field: string dataset_key = 2;
+   */
+  datasetKey: string;
+
+  /**
+   * @generated from field: optional string cursor = 3;
+   */
+  cursor?: string;
+
+  /**
+   * Absent: the default (5000). Range checks happen in the export service, after the dataset lookup.
+   *
+   * @generated from field: optional int32 limit = 4;
+   */
+  limit?: number;
+};
+
+/**
+ * Describes the message exportsvc.v1.ExportRewritesRequest.
+ * Use `create(ExportRewritesRequestSchema)` to create a new message.
+ */
+export const ExportRewritesRequestSchema: GenMessage<ExportRewritesRequest> = /*@__PURE__*/
+  messageDesc(file_exportsvc_v1_export, 4);
+
+/**
+ * A chunk of the rewrite feed's CSV body (no byte-order mark; the gateway adds it).
+ *
+ * @generated from message exportsvc.v1.ExportRewritesResponse
+ */
+export type ExportRewritesResponse = Message<"exportsvc.v1.ExportRewritesResponse"> & {
+  /**
+   * @generated from field: bytes data = 1;
+   */
+  data: Uint8Array;
+};
+
+/**
+ * Describes the message exportsvc.v1.ExportRewritesResponse.
+ * Use `create(ExportRewritesResponseSchema)` to create a new message.
+ */
+export const ExportRewritesResponseSchema: GenMessage<ExportRewritesResponse> = /*@__PURE__*/
+  messageDesc(file_exportsvc_v1_export, 5);
+
+/**
  * Streams one dataset page as CSV bytes.
  *
  * @generated from service exportsvc.v1.ExportService
@@ -172,6 +227,16 @@ export const ExportService: GenService<{
     methodKind: "server_streaming";
     input: typeof ExportDeletionsRequestSchema;
     output: typeof ExportDeletionsResponseSchema;
+  },
+  /**
+   * Streams one page of the dataset's rewrite feed as CSV bytes (the dataset's columns, _cursor).
+   *
+   * @generated from rpc exportsvc.v1.ExportService.ExportRewrites
+   */
+  exportRewrites: {
+    methodKind: "server_streaming";
+    input: typeof ExportRewritesRequestSchema;
+    output: typeof ExportRewritesResponseSchema;
   },
 }> = /*@__PURE__*/
   serviceDesc(file_exportsvc_v1_export, 0);
