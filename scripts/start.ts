@@ -15,6 +15,7 @@ import { join, relative } from "node:path";
 import { inspect } from "node:util";
 import { createPool, migrate, startEmbeddedPostgres, type EmbeddedDatabase } from "@exportsvc/db";
 import { seedDemo } from "@exportsvc/exportctl";
+import { GATEWAY_HTTP_PORT, GRPC_PORT } from "@exportsvc/datasets/src/domain";
 import { DEFAULT_METRICS_PORT, METRICS_PORT_ORDER, describePortOwner, freePort, portFromEnv, portIsFree } from "./lib/ports";
 import { startStack } from "./lib/stack";
 
@@ -67,10 +68,10 @@ interface PortPlan {
 async function planPorts(embeddedPostgres: boolean): Promise<Record<string, number>> {
   const metricsBase = portFromEnv("METRICS_PORT", DEFAULT_METRICS_PORT);
   const wanted: PortPlan[] = [
-    { variable: "PORT", what: "gateway HTTP", port: portFromEnv("PORT", 8080) },
-    { variable: "CATALOG_GRPC_PORT", what: "catalog gRPC", port: portFromEnv("CATALOG_GRPC_PORT", 50052) },
-    { variable: "EXPORT_GRPC_PORT", what: "export gRPC", port: portFromEnv("EXPORT_GRPC_PORT", 50053) },
-    { variable: "SCHEMA_GRPC_PORT", what: "schema gRPC", port: portFromEnv("SCHEMA_GRPC_PORT", 50054) },
+    { variable: "PORT", what: "gateway HTTP", port: portFromEnv("PORT", GATEWAY_HTTP_PORT) },
+    { variable: "CATALOG_GRPC_PORT", what: "catalog gRPC", port: portFromEnv("CATALOG_GRPC_PORT", GRPC_PORT.catalog) },
+    { variable: "EXPORT_GRPC_PORT", what: "export gRPC", port: portFromEnv("EXPORT_GRPC_PORT", GRPC_PORT.export) },
+    { variable: "SCHEMA_GRPC_PORT", what: "schema gRPC", port: portFromEnv("SCHEMA_GRPC_PORT", GRPC_PORT.schema) },
     ...METRICS_PORT_ORDER.map((service, i) => ({
       variable: "METRICS_PORT",
       what: `${service} metrics`,

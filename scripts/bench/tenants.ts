@@ -29,6 +29,7 @@ import { writeFileSync } from "node:fs";
 import type { Pool } from "pg";
 import { DATABASE_POOL_MAX_USES_DEFAULT, generateApiKey, hashApiKeySecret } from "@exportsvc/common";
 import { createPool, migrate } from "@exportsvc/db";
+import { SERVICE_APPLICATION_NAMES } from "@exportsvc/datasets/src/domain";
 import { runAsScript } from "../lib/run-script";
 import { startStack, type RunningStack } from "../lib/stack";
 import { freePort } from "../lib/ports";
@@ -247,7 +248,7 @@ async function main(): Promise<number> {
     for (const [k, v] of Object.entries(figures)) log(`| ${k} | ${v} |`);
     log("\n| PostgreSQL backends | pool | connections | private memory, all (MB) | largest backend (MB) |\n|---|---|---|---|---|");
     for (const [label, groups] of Object.entries(backends)) {
-      for (const g of groups.filter((x) => ["schema", "catalog", "exportsvc-export", "exportsvc-gateway"].includes(x.application))) {
+      for (const g of groups.filter((x) => SERVICE_APPLICATION_NAMES.includes(x.application))) {
         log(`| ${label} | ${g.application} | ${g.connections} | ${(g.anonBytes / 2 ** 20).toFixed(0)} | ${(g.maxAnonBytes / 2 ** 20).toFixed(1)} |`);
       }
     }

@@ -1,20 +1,11 @@
 import { z } from "zod";
-import { ATTRIBUTE_TYPES, type ResourceKind } from "@exportsvc/datasets";
+import { ATTRIBUTE_RESOURCE_KINDS, ATTRIBUTE_TYPES, RESOURCES, type AttributeResourceKind } from "@exportsvc/datasets";
 import { attributes, day, ids, lastModified, number, ref, text, uuid } from "./scalars";
 
 /** Resource kinds that carry custom attributes, as document sections (camelCase) and as stored (snake_case). */
-export const ATTRIBUTE_KINDS = {
-  suppliers: "suppliers",
-  customers: "customers",
-  products: "products",
-  productCategories: "product_categories",
-  equipment: "equipment",
-  chemicals: "chemicals",
-  employees: "employees",
-  areas: "areas",
-  lots: "lots",
-  recipes: "recipes",
-} as const satisfies Record<string, ResourceKind>;
+export const ATTRIBUTE_KINDS = Object.fromEntries(ATTRIBUTE_RESOURCE_KINDS.map((kind) => [RESOURCES[kind].section, kind])) as {
+  [K in AttributeResourceKind as (typeof RESOURCES)[K]["section"]]: K;
+};
 export type AttributeSection = keyof typeof ATTRIBUTE_KINDS;
 const storedKinds = Object.values(ATTRIBUTE_KINDS) as string[];
 
