@@ -1,5 +1,6 @@
 import Koa from "koa";
-import type { Logger, ServiceMetrics } from "@exportsvc/common";
+import type { Logger } from "@exportsvc/common";
+import type { GatewayMetrics } from "./metrics";
 import type { Authenticator, RateLimiter } from "./contracts";
 import { problemMiddleware } from "./http/problem";
 import { requestContextMiddleware } from "./http/request-context";
@@ -25,7 +26,7 @@ export interface AppDependencies {
   build: BuildInfo;
   logger: Logger;
   /** Prometheus metrics; absent in tests that do not look at them. */
-  metrics?: ServiceMetrics;
+  metrics?: GatewayMetrics;
   /** zlib level for gzip responses (1 = fastest). */
   gzipLevel?: number;
   /** Bytes of CSV held back before the 200 is committed (the contract says 64 KiB). */
