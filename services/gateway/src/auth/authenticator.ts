@@ -3,7 +3,7 @@ import { isDatabaseUnavailable } from "@exportsvc/db";
 import type { Authenticator, Principal } from "../contracts";
 import { systemClock, withLocalFallback, type Clock, type SharedStore } from "../store";
 import { bearerSecret } from "./bearer";
-import { findKeyByHash, type Queryable, type StoredKey } from "./key-lookup";
+import { findKeyByHash, type KeyStoreQueryable as Queryable, type StoredKey } from "@exportsvc/db";
 import type { GatewayMetrics } from "../metrics";
 
 export interface AuthenticatorOptions {
