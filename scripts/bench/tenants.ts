@@ -34,7 +34,7 @@ import { runAsScript } from "../lib/run-script";
 import { startStack, type RunningStack } from "../lib/stack";
 import { freePort } from "../lib/ports";
 import { postgresBackends, type BackendGroup } from "../soak/resources";
-import { provisionDatabase } from "./database";
+import { provisionDatabase, seedOrganizationsWithSites } from "./database";
 import { envInt, log, msSince, secondsSince } from "./helpers";
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
@@ -46,12 +46,7 @@ const count = async (pool: Pool, sql: string): Promise<number> => Number((await 
 
 /** Every organization's data, in a few statements: ids derived from md5 so a re-run makes the same fleet. */
 async function seed(pool: Pool, orgs: number): Promise<{ forms: number }> {
-  await pool.query(`INSERT INTO organizations (id, name) SELECT md5('t-org' || g)::uuid, 'Tenant ' || g FROM generate_series(1, $1) g`, [orgs]);
-  await pool.query(`INSERT INTO export_organizations (organization_id, export_enabled) SELECT id, true FROM organizations`);
-  await pool.query(
-    `INSERT INTO sites (organization_id, id, name, time_zone, path)
-     SELECT id, md5('t-site' || id)::uuid, 'Main', 'Europe/Oslo', md5('t-site' || id)::uuid::text FROM organizations`,
-  );
+  await seedOrganizationsWithSites(pool, orgs, "t-", "Tenant");
   // One form per organization, a second one for every fourth.
   await pool.query(
     `INSERT INTO forms (organization_id, id, name, record_prefix)

@@ -69,6 +69,24 @@ export function watchdog(cluster: Cluster, busy: () => boolean, crashes: Simulat
   };
 }
 
+/**
+ * Ends the faults (proxy, latency, Redis) and the watchdog, then starts again every service that is
+ * down, recording it in `crashes`: the state in which a run's final checks are taken.
+ */
+export async function restoreComponents(cluster: Cluster, stopWatchdog: () => void, crashes: SimulationReport["serviceCrashes"]): Promise<void> {
+  cluster.proxy.restore();
+  cluster.proxy.setLatency(0);
+  await cluster.startRedis().catch(() => undefined);
+  stopWatchdog();
+  for (const name of SERVICES) {
+    const child = cluster.stack.processes[name];
+    if (child.exitCode !== null || child.signalCode !== null) {
+      crashes.push({ service: name, at: Date.now(), exit: String(child.exitCode ?? child.signalCode) });
+      await cluster.stack.restart(name);
+    }
+  }
+}
+
 export async function waitForFormMaintenance(databaseUrl: string, timeoutMs: number, log: (l: string) => void): Promise<void> {
   const deadline = Date.now() + timeoutMs;
   for (;;) {
@@ -180,17 +198,7 @@ export async function simulate(opts: SimulationOptions): Promise<SimulationRepor
     clearInterval(progress);
     await faultRun;
     log("generator and faults stopped; restoring every component");
-    cluster.proxy.restore();
-    cluster.proxy.setLatency(0);
-    await cluster.startRedis().catch(() => undefined);
-    stopWatchdog();
-    for (const name of SERVICES) {
-      const child = cluster.stack.processes[name];
-      if (child.exitCode !== null || child.signalCode !== null) {
-        crashes.push({ service: name, at: Date.now(), exit: String(child.exitCode ?? child.signalCode) });
-        await cluster.stack.restart(name);
-      }
-    }
+    await restoreComponents(cluster, stopWatchdog, crashes);
     await waitForFormMaintenance(cluster.databaseUrl, 120_000, log);
     for (const o of orgs) {
       const held = await waitForSettledTokens(cluster.stack.baseUrl, o.apiKey, 60_000);
