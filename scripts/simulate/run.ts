@@ -7,7 +7,7 @@ import { OrgChurn, runChurn, writeChange, type ChangeKind } from "./churn";
 import { createSimOrganization, startCluster, type Cluster } from "./cluster";
 import { consumerAvailable, syncOnce, WatchingConsumer, type ConsumerKind } from "./consumer";
 import { installLagProbe } from "./lag-probe";
-import { FaultInjector, faultSchedule, FAULT_KINDS, type FaultKind, type InjectedFault } from "./faults";
+import { FaultInjector, faultSchedule, FAULT_KINDS, type FaultKind, type InjectedFault, type ScheduledFault } from "./faults";
 import { plotRun } from "./plot";
 import { Random } from "./random";
 import { failed, lagSummary, orgVerdict, totals, type OrgVerdict, type Totals } from "./verdict";
@@ -67,6 +67,24 @@ export function watchdog(cluster: Cluster, busy: () => boolean, crashes: Simulat
   return () => {
     running = false;
   };
+}
+
+/**
+ * Runs the scheduled faults one at a time, each at its offset from `startedAt`, with `injecting(true)`
+ * while one runs (the watchdog leaves a service's exit during a fault alone).
+ */
+export async function runFaults(injector: FaultInjector, schedule: ScheduledFault[], startedAt: number, shouldStop: () => boolean, injecting: (on: boolean) => void): Promise<void> {
+  for (const f of schedule) {
+    const wait = startedAt + f.atMs - Date.now();
+    if (wait > 0) await new Promise((r) => setTimeout(r, wait));
+    if (shouldStop()) return;
+    injecting(true);
+    try {
+      await injector.run([f], startedAt, shouldStop);
+    } finally {
+      injecting(false);
+    }
+  }
 }
 
 /**
@@ -174,19 +192,7 @@ export async function simulate(opts: SimulationOptions): Promise<SimulationRepor
     stopWatchdog = watchdog(cluster, () => injecting, crashes, log);
     const schedule = opts.faults ? faultSchedule(opts.seed, runMs, opts.faultGapSeconds * 1000, opts.faultKinds ?? FAULT_KINDS) : [];
     if (opts.faults) log(`fault schedule: ${schedule.length} faults (${[...new Set(schedule.map((f) => f.kind))].length} kinds)`);
-    const faultRun = (async () => {
-      for (const f of schedule) {
-        const wait = startedAt + f.atMs - Date.now();
-        if (wait > 0) await new Promise((r) => setTimeout(r, wait));
-        if (shouldStop()) return;
-        injecting = true;
-        try {
-          await injector.run([f], startedAt, shouldStop);
-        } finally {
-          injecting = false;
-        }
-      }
-    })();
+    const faultRun = runFaults(injector, schedule, startedAt, shouldStop, (on) => (injecting = on));
 
     const churnRuns = orgs.map((o) => runChurn(o.churn, { pool: sourcePool, ratePerSecond: opts.rate / opts.orgs, shouldStop, log }));
     const progress = setInterval(() => {

@@ -20,6 +20,9 @@ const attributeKind = z
     return kind;
   });
 
+/** The postal address fields of suppliers and customers (their tables' street1 ... country columns). */
+const address = { street1: text, street2: text, city: text, region: text, zipCode: text, country: text };
+
 export const site = z.strictObject({
   id: uuid,
   parentId: ref,
@@ -71,12 +74,7 @@ export const supplier = z.strictObject({
   status: text,
   market: text,
   type: text,
-  street1: text,
-  street2: text,
-  city: text,
-  region: text,
-  zipCode: text,
-  country: text,
+  ...address,
   products: ids,
   parents: ids,
   attributes,
@@ -89,12 +87,7 @@ export const customer = z.strictObject({
   description: text,
   websiteUrl: text,
   phoneNumber: text,
-  street1: text,
-  street2: text,
-  city: text,
-  region: text,
-  zipCode: text,
-  country: text,
+  ...address,
   contactFirstName: text,
   contactLastName: text,
   contactEmail: text,
