@@ -1,6 +1,6 @@
 import { readFileSync } from "node:fs";
 import { parse } from "yaml";
-import { GATEWAY_HTTP_PORT, GRPC_PORT, LIMITS } from "../../packages/datasets/src/domain";
+import { GATEWAY_HTTP_PORT, GRPC_PORT, LIMITS, STREAM_STALL_TIMEOUT_MS } from "../../packages/datasets/src/domain";
 import { DEFAULT_LIMIT, MAX_LIMIT } from "../../services/export/src/parameters";
 import { buildOpenApiDocument } from "../../services/gateway/src/openapi/document";
 import { repoPath } from "./kustomize";
@@ -25,6 +25,11 @@ describe("domain defaults", () => {
     expect(values.gateway.rateLimit.perWindow).toBe(LIMITS.requestsPerWindow);
     expect(values.gateway.rateLimit.windowSeconds).toBe(LIMITS.windowSeconds);
     expect(values.export.dbConnectionsPerOrganization).toBe(LIMITS.concurrencyPerOrganization);
+  });
+
+  it("the chart's stream stall timeouts are the domain's default, equal in the gateway and the export", () => {
+    expect(values.gateway.streamStallTimeoutMs).toBe(STREAM_STALL_TIMEOUT_MS);
+    expect(values.export.streamStallTimeoutMs).toBe(STREAM_STALL_TIMEOUT_MS);
   });
 
   it("the Dockerfile names no port: the ports are each service's configuration", () => {

@@ -3,7 +3,7 @@ import { ConfigError, env, grpcServiceConfigSchema, parseConfig } from "@exports
 // The cursor module alone: the package index loads pg, which must be required only after tracing
 // has started (see packages/common/src/telemetry.ts).
 import { CursorKeyring } from "@exportsvc/datasets/src/cursor";
-import { GRPC_PORT, grpcAddress, LIMITS } from "@exportsvc/datasets/src/domain";
+import { GRPC_PORT, grpcAddress, LIMITS, STREAM_STALL_TIMEOUT_MS } from "@exportsvc/datasets/src/domain";
 
 /** DATABASE_POOL_MAX: connections per replica, one per export in flight (registry look-ups run on the same share). */
 export const exportConfigSchema = grpcServiceConfigSchema({ GRPC_PORT: GRPC_PORT.export, DATABASE_POOL_MAX: 16, DATABASE_POOL_MAX_LIMIT: 200 }).extend({
@@ -28,7 +28,7 @@ export const exportConfigSchema = grpcServiceConfigSchema({ GRPC_PORT: GRPC_PORT
    * A page whose consumer accepts no bytes for this long is aborted: its query is cancelled and its
    * connection freed. Also the longest wait for a connection share before 503 DATABASE_UNAVAILABLE.
    */
-  STREAM_STALL_TIMEOUT_MS: env.int(60_000, 1_000, 3_600_000),
+  STREAM_STALL_TIMEOUT_MS: env.int(STREAM_STALL_TIMEOUT_MS, 1_000, 3_600_000),
   /** Deadline of the SyncDatasets call made for read-your-writes. */
   SCHEMA_SYNC_TIMEOUT_MS: env.int(10_000, 100),
   /** Size of the gRPC messages carrying CSV bytes. */

@@ -1,6 +1,7 @@
 import Koa from "koa";
 import type { Logger } from "@exportsvc/common";
 import type { GatewayMetrics } from "./metrics";
+import { STREAM_STALL_TIMEOUT_MS } from "@exportsvc/datasets/src/domain";
 import type { Authenticator, RateLimiter } from "./contracts";
 import { problemMiddleware } from "./http/problem";
 import { requestContextMiddleware } from "./http/request-context";
@@ -13,7 +14,7 @@ import { buildOpenApiDocument } from "./openapi/document";
 import { exposeGatewaySeries } from "./metrics-series";
 
 export const DEFAULT_CSV_HEAD_BYTES = 64 * 1024;
-export const DEFAULT_STREAM_STALL_TIMEOUT_MS = 60_000;
+export const DEFAULT_STREAM_STALL_TIMEOUT_MS = STREAM_STALL_TIMEOUT_MS;
 export const DEFAULT_CATALOG_DEADLINE_MS = 10_000;
 
 /** Everything the HTTP layer talks to, injected so tests can pass fakes. */

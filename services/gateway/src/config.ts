@@ -1,7 +1,7 @@
 import { z } from "zod";
 import { DATABASE_POOL_MAX_USES_DEFAULT, env, parseConfig } from "@exportsvc/common";
 // The domain module alone: the package index loads pg, which must be required only after tracing has started.
-import { GATEWAY_HTTP_PORT, grpcAddress } from "@exportsvc/datasets/src/domain";
+import { GATEWAY_HTTP_PORT, grpcAddress, STREAM_STALL_TIMEOUT_MS } from "@exportsvc/datasets/src/domain";
 import { authConfigSchema } from "./auth/config";
 import { limitsConfigSchema } from "./limits/config";
 import { sharedStoreConfigSchema } from "./store";
@@ -34,7 +34,7 @@ const httpConfigSchema = z.object({
   GZIP_LEVEL: env.int(1, 1, 9),
   // A CSV response the client accepts no bytes of for this long is aborted: its slot and its export
   // (and the export's database connection) are freed.
-  STREAM_STALL_TIMEOUT_MS: env.int(60_000, 1_000, 3_600_000),
+  STREAM_STALL_TIMEOUT_MS: env.int(STREAM_STALL_TIMEOUT_MS, 1_000, 3_600_000),
   PROBLEM_TYPE_BASE_URL: env.optionalString(),
   METRICS_PORT: env.optionalPort(),
   // Below the process's descriptor limit, so a flood of idle connections is refused and counted

@@ -33,6 +33,12 @@ export const GATEWAY_HTTP_PORT = 8080;
 export const GRPC_PORT = { catalog: 50052, export: 50053, schema: 50054 } as const satisfies Record<Exclude<ServiceName, "gateway">, number>;
 export const grpcAddress = (service: keyof typeof GRPC_PORT) => `127.0.0.1:${GRPC_PORT[service]}`;
 
+/**
+ * Default of STREAM_STALL_TIMEOUT_MS in both the gateway and the export service: they must agree
+ * (the export adds 5 s so that the gateway acts first), so the default is written once.
+ */
+export const STREAM_STALL_TIMEOUT_MS = 60_000;
+
 /** Public limits (docs/contract.md, "Limits"). */
 export const LIMITS = {
   /** Rows of a CSV or deletion page: `limit` is 1 to this, default this. */
