@@ -2,7 +2,7 @@
 # Lints a Prometheus exposition with `promtool check metrics` (naming conventions, HELP/TYPE,
 # parseability).
 #
-#   scripts/check-metrics.sh                 # the registry of packages/common/src/metrics.ts, with a sample of every metric recorded
+#   scripts/check-metrics.sh                 # the shared, gateway and schema families, with a sample of every metric recorded
 #   scripts/check-metrics.sh URL             # a running service, e.g. http://127.0.0.1:9464/metrics
 #
 # promtool comes with Debian's `prometheus` package:
@@ -24,10 +24,13 @@ if [ $# -ge 1 ]; then
   curl -fsS --max-time 10 "$1" >"$exposition"
   source_name="$1"
 else
-  # Records one sample of every metric so labelled series and histograms appear in the exposition.
+  # Records one sample of every metric so labelled series and histograms appear in the exposition:
+  # the shared families and the gateway's (GatewayMetrics), plus the schema service's own.
   (cd "$root" && node_modules/.bin/tsx -e '
-    const { createMetrics } = require("./packages/common/src/metrics");
-    const m = createMetrics({ build: { imageTag: "check", commit: "0000000", version: "0.0.0" } });
+    const { Registry } = require("prom-client");
+    const { GatewayMetrics } = require("./services/gateway/src/metrics");
+    const { SchemaMetrics } = require("./services/schema/src/metrics");
+    const m = new GatewayMetrics({ build: { imageTag: "check", commit: "0000000", version: "0.0.0" } });
     m.observeHttpRequest({ route: "/v1/datasets/:key/csv", method: "GET", status: 200, durationSeconds: 0.5 });
     m.recordProblem(503, "AUTH_UNAVAILABLE");
     m.observeGrpcCall({ service: "exportsvc.v1.ExportService", method: "ExportCsv", code: "OK", durationSeconds: 0.4 });
@@ -37,13 +40,16 @@ else
     m.recordAuthCacheLookup("hit");
     m.recordRefusedConnection("max_connections");
     m.observeOpenConnections(async () => 7);
-    m.observeRebuild("success", 3);
-    m.setMaintenanceLag(1.5);
     m.setSharedStoreFallback(false);
     m.observePool({ totalCount: 3, idleCount: 2, waitingCount: 0 });
-    m.registry.metrics().then((text) => process.stdout.write(text));
+    const schema = new SchemaMetrics({ defaultMetrics: false });
+    schema.observeRebuild("success", 3);
+    schema.setMaintenanceLag(1.5);
+    const schemaOwn = new Registry();
+    for (const metric of schema.registry.getMetricsAsArray()) if (!m.registry.getSingleMetric(metric.name)) schemaOwn.registerMetric(metric);
+    Registry.merge([m.registry, schemaOwn]).metrics().then((text) => process.stdout.write(text));
   ') >"$exposition"
-  source_name="packages/common/src/metrics.ts (sample registry)"
+  source_name="the shared, gateway and schema metric families (sample registry)"
 fi
 
 series="$(grep -cv '^#' "$exposition" || true)"

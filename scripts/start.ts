@@ -12,10 +12,11 @@ import { execFileSync } from "node:child_process";
 import { randomBytes } from "node:crypto";
 import { existsSync, mkdirSync, readFileSync, writeFileSync } from "node:fs";
 import { join, relative } from "node:path";
-import { inspect } from "node:util";
 import { createPool, migrate, startEmbeddedPostgres, type EmbeddedDatabase } from "@exportsvc/db";
 import { seedDemo } from "@exportsvc/exportctl";
+import { GATEWAY_HTTP_PORT, GRPC_PORT } from "@exportsvc/datasets/src/domain";
 import { DEFAULT_METRICS_PORT, METRICS_PORT_ORDER, describePortOwner, freePort, portFromEnv, portIsFree } from "./lib/ports";
+import { describeError, runAsScript } from "./lib/run-script";
 import { startStack } from "./lib/stack";
 
 const ROOT = join(__dirname, "..");
@@ -67,10 +68,10 @@ interface PortPlan {
 async function planPorts(embeddedPostgres: boolean): Promise<Record<string, number>> {
   const metricsBase = portFromEnv("METRICS_PORT", DEFAULT_METRICS_PORT);
   const wanted: PortPlan[] = [
-    { variable: "PORT", what: "gateway HTTP", port: portFromEnv("PORT", 8080) },
-    { variable: "CATALOG_GRPC_PORT", what: "catalog gRPC", port: portFromEnv("CATALOG_GRPC_PORT", 50052) },
-    { variable: "EXPORT_GRPC_PORT", what: "export gRPC", port: portFromEnv("EXPORT_GRPC_PORT", 50053) },
-    { variable: "SCHEMA_GRPC_PORT", what: "schema gRPC", port: portFromEnv("SCHEMA_GRPC_PORT", 50054) },
+    { variable: "PORT", what: "gateway HTTP", port: portFromEnv("PORT", GATEWAY_HTTP_PORT) },
+    { variable: "CATALOG_GRPC_PORT", what: "catalog gRPC", port: portFromEnv("CATALOG_GRPC_PORT", GRPC_PORT.catalog) },
+    { variable: "EXPORT_GRPC_PORT", what: "export gRPC", port: portFromEnv("EXPORT_GRPC_PORT", GRPC_PORT.export) },
+    { variable: "SCHEMA_GRPC_PORT", what: "schema gRPC", port: portFromEnv("SCHEMA_GRPC_PORT", GRPC_PORT.schema) },
     ...METRICS_PORT_ORDER.map((service, i) => ({
       variable: "METRICS_PORT",
       what: `${service} metrics`,
@@ -117,7 +118,7 @@ async function main(): Promise<void> {
     process.stdout.write(`DATABASE_URL is unset: starting an embedded PostgreSQL on port ${port}\n`);
     // The shutdown below stops the services first and the cluster last: the package must not stop it at the signal.
     embedded = await startEmbeddedPostgres(join(DATA_DIR, "pg"), port, undefined, { callerHandlesSignals: true }).catch((err: unknown) => {
-      throw new StartError(`the embedded PostgreSQL (EMBEDDED_PG_PORT ${port}) did not start: ${describe(err)}`);
+      throw new StartError(`the embedded PostgreSQL (EMBEDDED_PG_PORT ${port}) did not start: ${describeError(err)}`);
     });
     process.stdout.write(`embedded PostgreSQL: data in ${relative(ROOT, embedded.dataDir).startsWith("..") ? embedded.dataDir : relative(ROOT, embedded.dataDir)}\n`);
     databaseUrl = embedded.url;
@@ -128,6 +129,8 @@ async function main(): Promise<void> {
     await embedded?.stop().catch(() => undefined);
     throw err;
   }
+  // The stack runs until a signal or a service's exit stops it: that shutdown exits the process.
+  return new Promise<never>(() => undefined);
 }
 
 async function startServices(state: DevState, databaseUrl: string, ports: Record<string, number>, embedded: EmbeddedDatabase | undefined): Promise<void> {
@@ -215,13 +218,4 @@ async function startServices(state: DevState, databaseUrl: string, ports: Record
   }
 }
 
-function describe(err: unknown): string {
-  if (err instanceof Error && err.message) return err.message;
-  if (typeof err === "string" && err) return err;
-  return inspect(err, { depth: 2, breakLength: Infinity });
-}
-
-main().catch((err) => {
-  process.stderr.write(`npm start failed: ${describe(err)}\n`);
-  process.exit(1);
-});
+runAsScript(module, main, "npm start");

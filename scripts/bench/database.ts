@@ -35,3 +35,17 @@ export async function provisionDatabase(name: string, options: ProvisionOptions 
     },
   };
 }
+
+/**
+ * `orgs` export-enabled organizations, each with one site, ids from md5 of `<prefix>org<g>` (sites:
+ * `<prefix>site<organization id>`) so that a re-run makes the same fleet; named `<name> <g>`.
+ */
+export async function seedOrganizationsWithSites(pool: { query(sql: string, values?: unknown[]): Promise<unknown> }, orgs: number, prefix: string, name: string): Promise<void> {
+  await pool.query(`INSERT INTO organizations (id, name) SELECT md5($2::text || 'org' || g)::uuid, $3::text || ' ' || g FROM generate_series(1, $1) g`, [orgs, prefix, name]);
+  await pool.query(`INSERT INTO export_organizations (organization_id, export_enabled) SELECT id, true FROM organizations`);
+  await pool.query(
+    `INSERT INTO sites (organization_id, id, name, time_zone, path)
+     SELECT id, md5($1::text || 'site' || id)::uuid, 'Main', 'Europe/Oslo', md5($1::text || 'site' || id)::uuid::text FROM organizations`,
+    [prefix],
+  );
+}

@@ -37,11 +37,10 @@ import { Client } from "pg";
 import { createPool, inTransaction, migrate } from "@exportsvc/db";
 import { Pool } from "pg";
 import { provisionDatabase } from "./database";
-import { envInt as num, log, median, msSince as ms } from "./helpers";
+import { benchField as f, benchScalarFields, envInt as num, log, median, msSince as ms } from "./helpers";
 import { buildDataset, createIndexesSql, DEFAULT_REBUILD_PARALLELISM, startMaintenanceLoop, type DatasetPlan, type FormField } from "@exportsvc/form-datasets";
 import { runAsScript } from "../lib/run-script";
 
-const f = (type: string, key: string, extra: Partial<FormField> = {}): FormField => ({ id: randomUUID(), key, label: key, type, ...extra });
 
 async function main(): Promise<void> {
   const submissions = num("BENCH_FORM_SUBMISSIONS", 100_000);
@@ -66,15 +65,7 @@ async function main(): Promise<void> {
     const gridText = f("text", "item");
     const grid = f("grid", "items", { fields: [gridText, nested] });
     const fields = [
-      f("text", "operator"),
-      f("paragraph", "notes"),
-      f("number", "temperature", { requiresVerification: true }),
-      f("yesNo", "passed"),
-      f("date", "production_date"),
-      f("dateTime", "sampled_at"),
-      f("select", "line", { options: [{ key: "l1", label: "Line 1" }, { key: "l2", label: "Line 2" }] }),
-      f("checkboxGroup", "allergens", { options: ["milk", "egg", "nuts", "soy"].map((k) => ({ key: k, label: k })) }),
-      f("signature", "approver"),
+      ...benchScalarFields({ requiresVerification: true }),
       f("attachment", "files"),
       grid,
     ];

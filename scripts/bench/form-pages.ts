@@ -39,12 +39,11 @@ import { commandCompleted, createPool, migrate } from "@exportsvc/db";
 import { CursorCodec, CursorKeyring, loadRegistryEntry, PAGE_SESSION_SETTINGS_SQL, pageHorizon, type PageDataset } from "@exportsvc/datasets";
 import { buildDataset, formLockKeys, type FormField } from "@exportsvc/form-datasets";
 import { provisionDatabase } from "./database";
-import { envInt, log, median, msSince } from "./helpers";
+import { benchField as f, benchScalarFields, envInt, log, median, msSince } from "./helpers";
 import { httpPageTimings, measureGrpc, measureHttp, measureRawCopy, payloadPosition, type Measurement } from "./measure";
 import { newBenchCursorKeys, startBenchStack } from "./stack";
 import { runAsScript } from "../lib/run-script";
 
-const f = (type: string, key: string, extra: Partial<FormField> = {}): FormField => ({ id: randomUUID(), key, label: key, type, ...extra });
 
 export const SCENARIOS = ["clean", "imported", "backlog"] as const;
 export type Scenario = (typeof SCENARIOS)[number];
@@ -88,15 +87,7 @@ export async function createBenchForm(pool: Pool, orgId: string, submissions: nu
   await pool.query("INSERT INTO export_organizations (organization_id, export_enabled) VALUES ($1, true) ON CONFLICT DO NOTHING", [orgId]);
   await pool.query("INSERT INTO sites (organization_id, id, name, time_zone, path) VALUES ($1, $2, 'Plant', 'Europe/Berlin', $3)", [orgId, siteId, siteId]);
   const fields = [
-    f("text", "operator"),
-    f("paragraph", "notes"),
-    f("number", "temperature"),
-    f("yesNo", "passed"),
-    f("date", "production_date"),
-    f("dateTime", "sampled_at"),
-    f("select", "line", { options: [{ key: "l1", label: "Line 1" }, { key: "l2", label: "Line 2" }] }),
-    f("checkboxGroup", "allergens", { options: ["milk", "egg", "nuts", "soy"].map((k) => ({ key: k, label: k })) }),
-    f("signature", "approver"),
+    ...benchScalarFields(),
     f("text", "batch"),
     f("number", "weight"),
     f("text", "shift"),

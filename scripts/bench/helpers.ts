@@ -1,4 +1,6 @@
 /** Small helpers the bench scripts share: integer settings from the environment, output, timers, medians. */
+import { randomUUID } from "node:crypto";
+import type { FormField } from "@exportsvc/form-datasets";
 
 /**
  * The integer environment variable `name` (default `def` when unset or empty); at least `min`
@@ -46,3 +48,22 @@ export async function compareWithWithout(what: string, rounds: number, run: (ena
   log(`    ratio with/without: ${ratio.toFixed(2)}`);
   return ratio;
 }
+
+/** A field of a bench form: a random id, its key as label. */
+export const benchField = (type: string, key: string, extra: Partial<FormField> = {}): FormField => ({ id: randomUUID(), key, label: key, type, ...extra });
+
+/**
+ * The scalar fields both form benches (bench:forms, bench:form-pages) start their form with, one of
+ * each kind the export renders differently; `temperature` takes the caller's extras.
+ */
+export const benchScalarFields = (temperature: Partial<FormField> = {}): FormField[] => [
+  benchField("text", "operator"),
+  benchField("paragraph", "notes"),
+  benchField("number", "temperature", temperature),
+  benchField("yesNo", "passed"),
+  benchField("date", "production_date"),
+  benchField("dateTime", "sampled_at"),
+  benchField("select", "line", { options: [{ key: "l1", label: "Line 1" }, { key: "l2", label: "Line 2" }] }),
+  benchField("checkboxGroup", "allergens", { options: ["milk", "egg", "nuts", "soy"].map((k) => ({ key: k, label: k })) }),
+  benchField("signature", "approver"),
+];

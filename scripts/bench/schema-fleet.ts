@@ -18,7 +18,7 @@ import { createLogger } from "@exportsvc/common";
 import { createPool, migrate } from "@exportsvc/db";
 import { startMaintenanceLoop } from "@exportsvc/form-datasets";
 import { DEFAULT_SYNCERS, RegistrySyncWorker } from "@exportsvc/schema";
-import { provisionDatabase } from "./database";
+import { provisionDatabase, seedOrganizationsWithSites } from "./database";
 import { envInt as num, log, secondsSince as seconds } from "./helpers";
 import { runAsScript } from "../lib/run-script";
 import { SERVICE_APPLICATION_NAME } from "@exportsvc/datasets";
@@ -39,15 +39,7 @@ async function main(): Promise<void> {
   try {
     await migrate(pool);
     const seedStart = process.hrtime.bigint();
-    await pool.query(
-      `INSERT INTO organizations (id, name) SELECT md5('org' || g)::uuid, 'Org ' || g FROM generate_series(1, $1) g`,
-      [orgs],
-    );
-    await pool.query(`INSERT INTO export_organizations (organization_id, export_enabled) SELECT id, true FROM organizations`);
-    await pool.query(
-      `INSERT INTO sites (organization_id, id, name, time_zone, path)
-       SELECT id, md5('site' || id)::uuid, 'Main', 'Europe/Oslo', md5('site' || id)::uuid::text FROM organizations`,
-    );
+    await seedOrganizationsWithSites(pool, orgs, "", "Org");
     // Form g belongs to organization (g - 1) % orgs + 1.
     await pool.query(
       `INSERT INTO forms (organization_id, id, name, record_prefix)

@@ -29,11 +29,12 @@ import { writeFileSync } from "node:fs";
 import type { Pool } from "pg";
 import { DATABASE_POOL_MAX_USES_DEFAULT, generateApiKey, hashApiKeySecret } from "@exportsvc/common";
 import { createPool, migrate } from "@exportsvc/db";
+import { SERVICE_APPLICATION_NAMES } from "@exportsvc/datasets/src/domain";
 import { runAsScript } from "../lib/run-script";
 import { startStack, type RunningStack } from "../lib/stack";
 import { freePort } from "../lib/ports";
 import { postgresBackends, type BackendGroup } from "../soak/resources";
-import { provisionDatabase } from "./database";
+import { provisionDatabase, seedOrganizationsWithSites } from "./database";
 import { envInt, log, msSince, secondsSince } from "./helpers";
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
@@ -45,12 +46,7 @@ const count = async (pool: Pool, sql: string): Promise<number> => Number((await 
 
 /** Every organization's data, in a few statements: ids derived from md5 so a re-run makes the same fleet. */
 async function seed(pool: Pool, orgs: number): Promise<{ forms: number }> {
-  await pool.query(`INSERT INTO organizations (id, name) SELECT md5('t-org' || g)::uuid, 'Tenant ' || g FROM generate_series(1, $1) g`, [orgs]);
-  await pool.query(`INSERT INTO export_organizations (organization_id, export_enabled) SELECT id, true FROM organizations`);
-  await pool.query(
-    `INSERT INTO sites (organization_id, id, name, time_zone, path)
-     SELECT id, md5('t-site' || id)::uuid, 'Main', 'Europe/Oslo', md5('t-site' || id)::uuid::text FROM organizations`,
-  );
+  await seedOrganizationsWithSites(pool, orgs, "t-", "Tenant");
   // One form per organization, a second one for every fourth.
   await pool.query(
     `INSERT INTO forms (organization_id, id, name, record_prefix)
@@ -247,7 +243,7 @@ async function main(): Promise<number> {
     for (const [k, v] of Object.entries(figures)) log(`| ${k} | ${v} |`);
     log("\n| PostgreSQL backends | pool | connections | private memory, all (MB) | largest backend (MB) |\n|---|---|---|---|---|");
     for (const [label, groups] of Object.entries(backends)) {
-      for (const g of groups.filter((x) => ["schema", "catalog", "exportsvc-export", "exportsvc-gateway"].includes(x.application))) {
+      for (const g of groups.filter((x) => SERVICE_APPLICATION_NAMES.includes(x.application))) {
         log(`| ${label} | ${g.application} | ${g.connections} | ${(g.anonBytes / 2 ** 20).toFixed(0)} | ${(g.maxAnonBytes / 2 ** 20).toFixed(1)} |`);
       }
     }

@@ -1,5 +1,6 @@
 import type { Pool } from "pg";
 import { inTransaction } from "@exportsvc/db";
+import { RESOURCE_KINDS as STORED_RESOURCE_KINDS, RESOURCES, type ResourceSectionName } from "@exportsvc/datasets";
 import { applyDocument, type ApplyDocumentInput } from "@exportsvc/exportctl";
 import { Random } from "./random";
 
@@ -58,10 +59,8 @@ interface DeviationModel {
 }
 
 /** Resource sections of the apply document the generator writes, and how a record of each is made. */
-const RESOURCE_KINDS = [
-  "suppliers", "customers", "products", "productCategories", "equipment", "chemicals", "employees", "areas", "lots", "recipes", "documents",
-] as const;
-type ResourceKind = (typeof RESOURCE_KINDS)[number] | "sites" | "teams";
+const RESOURCE_KINDS: ResourceSectionName[] = STORED_RESOURCE_KINDS.map((kind) => RESOURCES[kind].section);
+type ResourceKind = ResourceSectionName | "sites" | "teams";
 
 /** Reference properties of each section: a deleted target is dropped from the record when it is stated again. */
 const REFERENCES: Partial<Record<ResourceKind, Record<string, ResourceKind>>> = {

@@ -7,7 +7,7 @@ import { OrgChurn, runChurn, writeChange, type ChangeKind } from "./churn";
 import { createSimOrganization, startCluster, type Cluster } from "./cluster";
 import { consumerAvailable, syncOnce, WatchingConsumer, type ConsumerKind } from "./consumer";
 import { installLagProbe } from "./lag-probe";
-import { FaultInjector, faultSchedule, FAULT_KINDS, type FaultKind, type InjectedFault } from "./faults";
+import { FaultInjector, faultSchedule, FAULT_KINDS, type FaultKind, type InjectedFault, type ScheduledFault } from "./faults";
 import { plotRun } from "./plot";
 import { Random } from "./random";
 import { failed, lagSummary, orgVerdict, totals, type OrgVerdict, type Totals } from "./verdict";
@@ -67,6 +67,42 @@ export function watchdog(cluster: Cluster, busy: () => boolean, crashes: Simulat
   return () => {
     running = false;
   };
+}
+
+/**
+ * Runs the scheduled faults one at a time, each at its offset from `startedAt`, with `injecting(true)`
+ * while one runs (the watchdog leaves a service's exit during a fault alone).
+ */
+export async function runFaults(injector: FaultInjector, schedule: ScheduledFault[], startedAt: number, shouldStop: () => boolean, injecting: (on: boolean) => void): Promise<void> {
+  for (const f of schedule) {
+    const wait = startedAt + f.atMs - Date.now();
+    if (wait > 0) await new Promise((r) => setTimeout(r, wait));
+    if (shouldStop()) return;
+    injecting(true);
+    try {
+      await injector.run([f], startedAt, shouldStop);
+    } finally {
+      injecting(false);
+    }
+  }
+}
+
+/**
+ * Ends the faults (proxy, latency, Redis) and the watchdog, then starts again every service that is
+ * down, recording it in `crashes`: the state in which a run's final checks are taken.
+ */
+export async function restoreComponents(cluster: Cluster, stopWatchdog: () => void, crashes: SimulationReport["serviceCrashes"]): Promise<void> {
+  cluster.proxy.restore();
+  cluster.proxy.setLatency(0);
+  await cluster.startRedis().catch(() => undefined);
+  stopWatchdog();
+  for (const name of SERVICES) {
+    const child = cluster.stack.processes[name];
+    if (child.exitCode !== null || child.signalCode !== null) {
+      crashes.push({ service: name, at: Date.now(), exit: String(child.exitCode ?? child.signalCode) });
+      await cluster.stack.restart(name);
+    }
+  }
 }
 
 export async function waitForFormMaintenance(databaseUrl: string, timeoutMs: number, log: (l: string) => void): Promise<void> {
@@ -156,19 +192,7 @@ export async function simulate(opts: SimulationOptions): Promise<SimulationRepor
     stopWatchdog = watchdog(cluster, () => injecting, crashes, log);
     const schedule = opts.faults ? faultSchedule(opts.seed, runMs, opts.faultGapSeconds * 1000, opts.faultKinds ?? FAULT_KINDS) : [];
     if (opts.faults) log(`fault schedule: ${schedule.length} faults (${[...new Set(schedule.map((f) => f.kind))].length} kinds)`);
-    const faultRun = (async () => {
-      for (const f of schedule) {
-        const wait = startedAt + f.atMs - Date.now();
-        if (wait > 0) await new Promise((r) => setTimeout(r, wait));
-        if (shouldStop()) return;
-        injecting = true;
-        try {
-          await injector.run([f], startedAt, shouldStop);
-        } finally {
-          injecting = false;
-        }
-      }
-    })();
+    const faultRun = runFaults(injector, schedule, startedAt, shouldStop, (on) => (injecting = on));
 
     const churnRuns = orgs.map((o) => runChurn(o.churn, { pool: sourcePool, ratePerSecond: opts.rate / opts.orgs, shouldStop, log }));
     const progress = setInterval(() => {
@@ -180,17 +204,7 @@ export async function simulate(opts: SimulationOptions): Promise<SimulationRepor
     clearInterval(progress);
     await faultRun;
     log("generator and faults stopped; restoring every component");
-    cluster.proxy.restore();
-    cluster.proxy.setLatency(0);
-    await cluster.startRedis().catch(() => undefined);
-    stopWatchdog();
-    for (const name of SERVICES) {
-      const child = cluster.stack.processes[name];
-      if (child.exitCode !== null || child.signalCode !== null) {
-        crashes.push({ service: name, at: Date.now(), exit: String(child.exitCode ?? child.signalCode) });
-        await cluster.stack.restart(name);
-      }
-    }
+    await restoreComponents(cluster, stopWatchdog, crashes);
     await waitForFormMaintenance(cluster.databaseUrl, 120_000, log);
     for (const o of orgs) {
       const held = await waitForSettledTokens(cluster.stack.baseUrl, o.apiKey, 60_000);

@@ -6,7 +6,7 @@ import { createSimOrganization, startCluster } from "../simulate/cluster";
 import { FaultInjector, faultSchedule, FAULT_KINDS, type FaultKind, type InjectedFault } from "../simulate/faults";
 import { installLagProbe } from "../simulate/lag-probe";
 import { Random } from "../simulate/random";
-import { SERVICES, waitForFormMaintenance, waitForSettledTokens, watchdog } from "../simulate/run";
+import { restoreComponents, runFaults, SERVICES, waitForFormMaintenance, waitForSettledTokens, watchdog } from "../simulate/run";
 import { failed, orgVerdict, totals, type OrgVerdict, type Totals } from "../simulate/verdict";
 import { Gate, SoakConsumer, type ConsumerCounters } from "./consumer";
 import { HttpLatencyRecorder, serverErrors, summarize, type EndpointSummary, type Endpoint } from "./http-latency";
@@ -94,7 +94,6 @@ async function inBatches<T>(items: T[], concurrency: number, fn: (item: T, index
   );
 }
 
-const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 export async function soak(opts: SoakOptions): Promise<SoakReport> {
   const t0 = Date.now();
@@ -188,19 +187,7 @@ export async function soak(opts: SoakOptions): Promise<SoakReport> {
     stopWatchdog = watchdog(cluster, () => injecting, crashes, log);
     const schedule = opts.faults ? faultSchedule(opts.seed, runMs, 20_000, SOAK_FAULT_KINDS) : [];
     if (opts.faults) log(`fault schedule: ${schedule.length} faults`);
-    const faultRun = (async () => {
-      for (const f of schedule) {
-        const wait = startedAt + f.atMs - Date.now();
-        if (wait > 0) await sleep(wait);
-        if (shouldStop()) return;
-        injecting = true;
-        try {
-          await injector.run([f], startedAt, shouldStop);
-        } finally {
-          injecting = false;
-        }
-      }
-    })();
+    const faultRun = runFaults(injector, schedule, startedAt, shouldStop, (on) => (injecting = on));
 
     const totalWeight = orgs.reduce((s, o) => s + o.weight, 0);
     await Promise.all(orgs.map((o) => runChurn(o.churn, { pool: sourcePool, ratePerSecond: (opts.rate * o.weight) / totalWeight, shouldStop, log })));
@@ -213,17 +200,7 @@ export async function soak(opts: SoakOptions): Promise<SoakReport> {
     const runSeconds = (Date.now() - startedAt) / 1000;
     log("churn stopped; consumers stop polling; restoring every component");
     await Promise.all(consumers.map((c) => c.halt()));
-    cluster.proxy.restore();
-    cluster.proxy.setLatency(0);
-    await cluster.startRedis().catch(() => undefined);
-    stopWatchdog();
-    for (const name of SERVICES) {
-      const child = cluster.stack.processes[name];
-      if (child.exitCode !== null || child.signalCode !== null) {
-        crashes.push({ service: name, at: Date.now(), exit: String(child.exitCode ?? child.signalCode) });
-        await cluster.stack.restart(name);
-      }
-    }
+    await restoreComponents(cluster, stopWatchdog, crashes);
     if (crashes.length > 0) problems.push(`${crashes.length} service exit(s) that no fault caused: ${crashes.map((c) => `${c.service} (${c.exit})`).join(", ")}`);
 
     await waitForFormMaintenance(cluster.databaseUrl, 180_000, log);

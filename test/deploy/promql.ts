@@ -2,7 +2,8 @@ import { parser } from "@prometheus-io/lezer-promql";
 import { readFileSync } from "node:fs";
 import { join } from "node:path";
 import { parse } from "yaml";
-import { createMetrics } from "@exportsvc/common";
+import { GatewayMetrics } from "../../services/gateway/src/metrics";
+import { SchemaMetrics } from "../../services/schema/src/metrics";
 
 export interface ParsedQuery {
   /** Syntax error positions (empty when the expression parses). */
@@ -32,12 +33,14 @@ export function substituteGrafanaVariables(expr: string): string {
 }
 
 /**
- * Every series name the system's registry exposes: each metric family plus the _bucket, _sum,
- * _count series of histograms and summaries.
+ * Every series name the services' registries expose (the shared families and each service's own;
+ * the gateway's and the schema service's registries hold the shared ones too): each metric family
+ * plus the _bucket, _sum, _count series of histograms and summaries.
  */
 export async function exposedSeriesNames(): Promise<Set<string>> {
   const names = new Set<string>();
-  for (const metric of await createMetrics().registry.getMetricsAsJSON()) {
+  const registries = [new GatewayMetrics().registry, new SchemaMetrics({ defaultMetrics: false }).registry];
+  for (const metric of (await Promise.all(registries.map((r) => r.getMetricsAsJSON()))).flat()) {
     names.add(metric.name);
     const type = String(metric.type);
     if (type === "histogram") ["_bucket", "_sum", "_count"].forEach((s) => names.add(metric.name + s));

@@ -2,10 +2,15 @@ import { createServer, type Server } from "node:http";
 import type { AddressInfo } from "node:net";
 import { collectDefaultMetrics, Counter, Gauge, Histogram, Registry } from "prom-client";
 
+// The family types services build their own families with (one prom-client, held by this package).
+export { Counter, Gauge, Histogram } from "prom-client";
+
 /**
- * The Prometheus metric set of the whole system. Every service builds the same registry (so
- * dashboards and alerts can rely on one catalogue, docs/observability.md) and records only what it
- * does. Label values come from closed sets or from code (route patterns, RPC names): never an
+ * The metric families every service shares: the registry, HTTP and gRPC RED, the database pools
+ * and the build; each service defines its own families in its own folder (a subclass of
+ * ServiceMetrics: services/gateway/src/metrics.ts, services/schema/src/metrics.ts), so this package
+ * does not hold their vocabulary. The export's families (and the stream aborts the gateway also
+ * counts) are still here until its handlers take their own type. Label values come from closed sets or from code (route patterns, RPC names): never an
  * organization id, a dataset key, a raw path or a message, so cardinality stays bounded.
  *
  * The emitting service is told apart by the scrape target labels (`job`, `component`), not by a
@@ -20,17 +25,11 @@ export type ExportFamily = (typeof EXPORT_FAMILIES)[number];
 export const STREAM_ABORT_REASONS = ["client_disconnect", "stalled", "upstream_error", "render_error", "timeout", "shutdown", "other"] as const;
 export type StreamAbortReason = (typeof STREAM_ABORT_REASONS)[number];
 
-export type RateLimitKind = "concurrency" | "window";
 /** Why the HTTP listener closed a connection without reading it. */
 export type ConnectionRefusalReason = "max_connections";
-export type AuthCacheResult = "hit" | "miss" | "negative_hit";
-/** Who decided a listing's 304: the gateway from a remembered settled version, or the catalog. */
-export type NotModifiedDecider = "gateway" | "catalog";
 /** Where a form dataset page's `_cursor` values came from: stored with the rows, or signed by the page query. */
 export const FORM_PAGE_CURSOR_SOURCES = ["stored", "signed"] as const;
 export type FormPageCursorSource = (typeof FORM_PAGE_CURSOR_SOURCES)[number];
-export const REBUILD_OUTCOMES = ["success", "failure", "superseded"] as const;
-export type RebuildOutcome = (typeof REBUILD_OUTCOMES)[number];
 /** Kinds of what holds the export visibility horizon back (docs/export.md); no organization label. */
 export const VISIBILITY_HORIZON_HOLDERS = ["undeclared_writer", "declared_writer", "pending_changes", "reader_ignored"] as const;
 export type VisibilityHorizonHolder = (typeof VISIBILITY_HORIZON_HOLDERS)[number];
@@ -41,9 +40,7 @@ const HTTP_METHODS = new Set(["GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "
 const ERROR_CODE_PATTERN = /^[A-Z][A-Z0-9_]{0,47}$/;
 
 /** Request latency buckets: from a cached listing (ms) to a 5000-row page of wide rows (minutes). */
-const LATENCY_BUCKETS = [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300];
-/** Form dataset rebuilds: small forms in well under a second, the largest in tens of minutes. */
-const REBUILD_BUCKETS = [0.1, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600, 1800, 3600];
+export const LATENCY_BUCKETS = [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300];
 
 /** The parts of a pg Pool the collector reads (structural, so common does not depend on pg). */
 export interface PoolLike {
@@ -93,18 +90,11 @@ export class ServiceMetrics {
   readonly exportStreamAborts: Counter<"reason">;
   readonly replicaFallbacks: Counter<"reads">;
   readonly formPages: Counter<"source">;
-  readonly rateLimitRejections: Counter<"limit">;
   readonly httpConnectionsRefused: Counter<"reason">;
   readonly httpOpenConnections: Gauge;
-  readonly authCacheLookups: Counter<"result">;
-  readonly listingNotModified: Counter<"decided_by">;
   readonly problemResponses: Counter<"status" | "error_code">;
-  readonly rebuildDuration: Histogram<"outcome">;
-  readonly rebuilds: Counter<"outcome">;
-  readonly maintenanceLag: Gauge;
   readonly visibilityHorizonLag: Gauge<"holder">;
   readonly dbPoolConnections: Gauge<"pool" | "state">;
-  readonly sharedStoreFallback: Gauge;
   readonly buildInfo: Gauge<"image_tag" | "commit" | "version">;
   private readonly pools = new Map<string, PoolLike>();
   private openConnections?: () => Promise<number>;
@@ -174,12 +164,6 @@ export class ServiceMetrics {
       labelNames: ["source"],
       registers,
     });
-    this.rateLimitRejections = new Counter({
-      name: "ratelimit_rejections_total",
-      help: "Requests rejected with 429, by the per-organization limit that was reached.",
-      labelNames: ["limit"],
-      registers,
-    });
     this.httpConnectionsRefused = new Counter({
       name: "http_connections_refused_total",
       help: "Connections the HTTP listener closed at once, unread, by reason (max_connections: HTTP_MAX_CONNECTIONS were open).",
@@ -195,40 +179,10 @@ export class ServiceMetrics {
         if (metrics.openConnections) this.set(await metrics.openConnections());
       },
     });
-    this.listingNotModified = new Counter({
-      name: "listing_not_modified_total",
-      help: "Listing requests answered 304, by who decided it: the gateway from a settled listing version the catalog reported, or the catalog.",
-      labelNames: ["decided_by"],
-      registers,
-    });
-    this.authCacheLookups = new Counter({
-      name: "auth_cache_lookups_total",
-      help: "API key checks answered by the cache (hit, negative_hit) or the key store (miss).",
-      labelNames: ["result"],
-      registers,
-    });
     this.problemResponses = new Counter({
       name: "http_problem_responses_total",
       help: "problem+json error responses, by status and errorCode.",
       labelNames: ["status", "error_code"],
-      registers,
-    });
-    this.rebuildDuration = new Histogram({
-      name: "dataset_rebuild_duration_seconds",
-      help: "Duration of form dataset rebuilds (new table written and swapped in), by outcome.",
-      labelNames: ["outcome"],
-      buckets: REBUILD_BUCKETS,
-      registers,
-    });
-    this.rebuilds = new Counter({
-      name: "dataset_rebuilds_total",
-      help: "Form dataset rebuilds finished, by outcome.",
-      labelNames: ["outcome"],
-      registers,
-    });
-    this.maintenanceLag = new Gauge({
-      name: "dataset_maintenance_lag_seconds",
-      help: "Age of the oldest source change not yet applied to the materialized form datasets (0 when caught up).",
       registers,
     });
     this.visibilityHorizonLag = new Gauge({
@@ -251,11 +205,6 @@ export class ServiceMetrics {
         }
       },
     });
-    this.sharedStoreFallback = new Gauge({
-      name: "shared_store_fallback",
-      help: "1 while Redis is configured but unreachable and limits/caches fall back to this replica's memory.",
-      registers,
-    });
     this.buildInfo = new Gauge({
       name: "build_info",
       help: "The deployed build; always 1.",
@@ -270,8 +219,6 @@ export class ServiceMetrics {
       },
       1,
     );
-    this.sharedStoreFallback.set(0);
-    this.maintenanceLag.set(0);
     for (const holder of VISIBILITY_HORIZON_HOLDERS) this.visibilityHorizonLag.set({ holder }, 0);
   }
 
@@ -329,10 +276,6 @@ export class ServiceMetrics {
     this.exportStreamAborts.inc({ reason: STREAM_ABORT_REASONS.includes(reason) ? reason : "other" });
   }
 
-  recordRateLimitRejection(limit: RateLimitKind): void {
-    this.rateLimitRejections.inc({ limit });
-  }
-
   recordRefusedConnection(reason: ConnectionRefusalReason): void {
     this.httpConnectionsRefused.inc({ reason });
   }
@@ -340,38 +283,6 @@ export class ServiceMetrics {
   /** Reports the listener's open connections at every scrape. */
   observeOpenConnections(count: () => Promise<number>): void {
     this.openConnections = count;
-  }
-
-  recordListingNotModified(decidedBy: NotModifiedDecider): void {
-    this.listingNotModified.inc({ decided_by: decidedBy });
-  }
-
-  recordAuthCacheLookup(result: AuthCacheResult): void {
-    this.authCacheLookups.inc({ result });
-  }
-
-  /**
-   * Exposes every rebuild outcome at 0 before the first rebuild, in the service that runs them: a
-   * counter series born at 1 shows no increase(), so the first failure would never alert.
-   */
-  initRebuildSeries(): void {
-    for (const outcome of REBUILD_OUTCOMES) {
-      this.rebuilds.inc({ outcome }, 0);
-      this.rebuildDuration.zero({ outcome });
-    }
-  }
-
-  observeRebuild(outcome: RebuildOutcome, durationSeconds: number): void {
-    this.rebuilds.inc({ outcome });
-    this.rebuildDuration.observe({ outcome }, durationSeconds);
-  }
-
-  setMaintenanceLag(seconds: number): void {
-    this.maintenanceLag.set(Math.max(0, seconds));
-  }
-
-  setSharedStoreFallback(active: boolean): void {
-    this.sharedStoreFallback.set(active ? 1 : 0);
   }
 
   /** Reports the pool's connection counts at every scrape. */
@@ -398,9 +309,12 @@ export function createMetrics(options: MetricsOptions = {}): ServiceMetrics {
   return new ServiceMetrics(options);
 }
 
-/** Build identity from the variables the Dockerfile bakes in (IMAGE_TAG, GIT_COMMIT). */
+/**
+ * Build identity from the variables the Dockerfile bakes in (IMAGE_TAG, GIT_COMMIT). The version:
+ * APP_VERSION when set, else npm's, the precedence of the gateway's configuration (APP_VERSION).
+ */
 export function buildInfoFromEnv(env: Record<string, string | undefined> = process.env): BuildInfo {
-  return { imageTag: env.IMAGE_TAG, commit: env.GIT_COMMIT, version: env.npm_package_version ?? env.APP_VERSION };
+  return { imageTag: env.IMAGE_TAG, commit: env.GIT_COMMIT, version: env.APP_VERSION ?? env.npm_package_version };
 }
 
 function normalizeMethod(method: string): string {

@@ -1,7 +1,7 @@
 import { request } from "node:http";
-import { createMetrics, startMetricsServer, type PoolLike } from "../src/metrics";
+import { buildInfoFromEnv, createMetrics, startMetricsServer, type PoolLike } from "../src/metrics";
 
-/** The metric families every dashboard, alert and runbook relies on. */
+/** The shared metric families (each service adds its own, tested beside it). */
 const SYSTEM_METRICS = [
   "http_requests_total",
   "http_request_duration_seconds",
@@ -10,16 +10,10 @@ const SYSTEM_METRICS = [
   "export_rows_total",
   "export_bytes_total",
   "export_stream_aborts_total",
-  "ratelimit_rejections_total",
-  "auth_cache_lookups_total",
   "http_problem_responses_total",
   "http_connections_refused_total",
   "http_open_connections",
-  "dataset_rebuild_duration_seconds",
-  "dataset_rebuilds_total",
-  "dataset_maintenance_lag_seconds",
   "db_pool_connections",
-  "shared_store_fallback",
   "build_info",
 ];
 
@@ -49,7 +43,7 @@ function sample(exposition: string, name: string, labels: Record<string, string>
 }
 
 describe("createMetrics", () => {
-  it("registers the whole system's metric set, plus default process metrics", () => {
+  it("registers the shared metric set, plus default process metrics", () => {
     const names = createMetrics().metricNames();
     for (const name of SYSTEM_METRICS) expect(names).toContain(name);
     expect(names).toContain("process_cpu_user_seconds_total");
@@ -103,48 +97,25 @@ describe("createMetrics", () => {
     expect(sample(text, "http_problem_responses_total", { status: "500", error_code: "OTHER" })).toBe(1);
   });
 
-  it("records export volume, aborts, limits, auth cache, form page cursors, rebuilds, lag and the Redis fallback", async () => {
+  it("records export volume, aborts and form page cursors", async () => {
     const metrics = createMetrics({ defaultMetrics: false, build: { imageTag: "1.2.3", commit: "abc123" } });
     metrics.recordExport("grid", 5000, 1_048_576);
     metrics.recordExport("grid", 10, 2048);
     metrics.recordExport("resource", 0, 0);
     metrics.recordStreamAbort("client_disconnect");
     metrics.recordStreamAbort("bogus" as never);
-    metrics.recordRateLimitRejection("concurrency");
-    metrics.recordAuthCacheLookup("negative_hit");
-    metrics.recordListingNotModified("gateway");
-    metrics.recordListingNotModified("gateway");
-    metrics.recordListingNotModified("catalog");
     metrics.exposeFormPages();
     metrics.recordFormPage("stored");
     metrics.recordFormPage("stored");
-    metrics.observeRebuild("failure", 12);
-    metrics.observeRebuild("success", 0.4);
-    metrics.setMaintenanceLag(-3);
-    metrics.setSharedStoreFallback(true);
-    let text = await metrics.registry.metrics();
+    const text = await metrics.registry.metrics();
     expect(sample(text, "export_rows_total", { family: "grid" })).toBe(5010);
     expect(sample(text, "export_bytes_total", { family: "grid" })).toBe(1_050_624);
     expect(sample(text, "export_rows_total", { family: "resource" })).toBeUndefined();
     expect(sample(text, "export_stream_aborts_total", { reason: "client_disconnect" })).toBe(1);
     expect(sample(text, "export_stream_aborts_total", { reason: "other" })).toBe(1);
-    expect(sample(text, "ratelimit_rejections_total", { limit: "concurrency" })).toBe(1);
-    expect(sample(text, "listing_not_modified_total", { decided_by: "gateway" })).toBe(2);
-    expect(sample(text, "listing_not_modified_total", { decided_by: "catalog" })).toBe(1);
     expect(sample(text, "export_form_pages_total", { source: "stored" })).toBe(2);
     expect(sample(text, "export_form_pages_total", { source: "signed" })).toBe(0);
-    expect(sample(text, "auth_cache_lookups_total", { result: "negative_hit" })).toBe(1);
-    expect(sample(text, "dataset_rebuilds_total", { outcome: "failure" })).toBe(1);
-    expect(sample(text, "dataset_rebuild_duration_seconds_bucket", { outcome: "failure", le: "10" })).toBe(0);
-    expect(sample(text, "dataset_rebuild_duration_seconds_bucket", { outcome: "failure", le: "30" })).toBe(1);
-    expect(sample(text, "dataset_maintenance_lag_seconds")).toBe(0);
-    expect(sample(text, "shared_store_fallback")).toBe(1);
     expect(sample(text, "build_info", { image_tag: "1.2.3", commit: "abc123", version: "unknown" })).toBe(1);
-    metrics.setSharedStoreFallback(false);
-    metrics.setMaintenanceLag(42.5);
-    text = await metrics.registry.metrics();
-    expect(sample(text, "shared_store_fallback")).toBe(0);
-    expect(sample(text, "dataset_maintenance_lag_seconds")).toBe(42.5);
   });
 
   it("reads pool connection counts at scrape time", async () => {
@@ -166,14 +137,14 @@ describe("createMetrics", () => {
 describe("startMetricsServer", () => {
   it("serves the exposition at /metrics only", async () => {
     const metrics = createMetrics();
-    metrics.recordRateLimitRejection("window");
+    metrics.recordStreamAbort("timeout");
     const server = await startMetricsServer(0, metrics.registry, "127.0.0.1");
     try {
       const ok = await get(server.port, "/metrics");
       expect(ok.status).toBe(200);
       expect(ok.type).toContain("text/plain");
       expect(ok.type).toContain("version=0.0.4");
-      expect(sample(ok.body, "ratelimit_rejections_total", { limit: "window" })).toBe(1);
+      expect(sample(ok.body, "export_stream_aborts_total", { reason: "timeout" })).toBe(1);
       expect(ok.body).toContain("# TYPE http_request_duration_seconds histogram");
       // Every line is a comment or a sample: name{labels} value (prom-client writes NaN as "Nan",
       // which Prometheus' float parser accepts).
@@ -186,5 +157,12 @@ describe("startMetricsServer", () => {
     } finally {
       await server.close();
     }
+  });
+});
+
+describe("buildInfoFromEnv", () => {
+  it("takes APP_VERSION before npm's version, as the gateway's configuration does", () => {
+    expect(buildInfoFromEnv({ APP_VERSION: "2.0.0", npm_package_version: "0.1.0", IMAGE_TAG: "t", GIT_COMMIT: "c" })).toEqual({ imageTag: "t", commit: "c", version: "2.0.0" });
+    expect(buildInfoFromEnv({ npm_package_version: "0.1.0" }).version).toBe("0.1.0");
   });
 });

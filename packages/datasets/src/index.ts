@@ -1,4 +1,5 @@
 export * from "./types";
+export * from "./domain";
 export * from "./definitions";
 export * from "./registry";
 export * from "./cursor";

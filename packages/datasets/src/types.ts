@@ -4,25 +4,8 @@
 export const DATA_TYPES = ["text", "number", "boolean", "dateTime", "localDateTime", "date", "uuid"] as const;
 export type DataType = (typeof DATA_TYPES)[number];
 
-/** Resource kinds as stored (snake_case); each has one `resources_<kind>` dataset. */
-export const RESOURCE_KINDS = [
-  "suppliers",
-  "customers",
-  "products",
-  "product_categories",
-  "equipment",
-  "chemicals",
-  "employees",
-  "areas",
-  "lots",
-  "recipes",
-  "documents",
-] as const;
-export type ResourceKind = (typeof RESOURCE_KINDS)[number];
-
-/** Custom attribute types (how each exports: attributeDataType in definitions.ts). */
-export const ATTRIBUTE_TYPES = ["Text", "Number", "Date", "DateTime", "Document", "SingleDocument", "Select", "MultiSelect", "Boolean", "Url", "Email", "Phone"] as const;
-export type AttributeType = (typeof ATTRIBUTE_TYPES)[number];
+export { RESOURCE_KINDS, ATTRIBUTE_TYPES, type ResourceKind, type AttributeType } from "./domain/resources";
+import type { AttributeType, ResourceKind } from "./domain/resources";
 
 /** Form field types of the field model stored in `form_versions.fields` (see docs/source-model.md). */
 export const FIELD_TYPES = [

@@ -1,5 +1,6 @@
 import { DECLARED_ORGANIZATION_SQL_PATTERN, leadingUuid, preparedStatement, type VisibilityHorizonHolder } from "@exportsvc/common";
 import type { Queryable } from "./registry";
+import { SERVICE_APPLICATION_NAMES } from "./domain/services";
 
 /**
  * The visibility horizon (docs/export.md, "Visibility horizon"): a page serves only rows whose
@@ -16,23 +17,6 @@ import type { Queryable } from "./registry";
  * was open, so it never goes back when that reader turns into a writer); and, for a form dataset, lowered to the
  * stamp of its oldest source change not yet applied to the materialized table.
  */
-
-/**
- * The PostgreSQL application_name of each service's sessions, written once: the services name their
- * pools with it, and the horizon ignores these sessions. They never stamp source rows: exports, key
- * checks and listings only read (the catalog's floor upsert writes no source row); the schema service
- * writes registry rows and materialized form tables, governed by the pending change log instead.
- */
-export const SERVICE_APPLICATION_NAME = {
-  gateway: "exportsvc-gateway",
-  catalog: "catalog",
-  export: "exportsvc-export",
-  schema: "schema",
-  /** The schema service's LISTEN connection for registry sync requests. */
-  schemaRegistryListener: "schema-registry-listener",
-} as const;
-
-export const SERVICE_APPLICATION_NAMES: string[] = Object.values(SERVICE_APPLICATION_NAME);
 
 /** Microseconds since the Unix epoch. */
 export type Micros = bigint;

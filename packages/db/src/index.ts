@@ -1,6 +1,7 @@
 export * from "./pool";
 export * from "./migrate";
 export * from "./entities";
+export * from "./api-keys";
 export * from "./orm";
 export * from "./embedded";
 export * from "./connection-shares";

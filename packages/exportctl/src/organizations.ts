@@ -2,7 +2,7 @@ import { randomUUID } from "node:crypto";
 import type { Pool, PoolClient } from "pg";
 import { escapeIdentifier } from "pg";
 import { isUuid } from "@exportsvc/common";
-import { inTransaction } from "@exportsvc/db";
+import { activeKeyCondition, countActiveKeys, inTransaction } from "@exportsvc/db";
 import { formLockKeys, organizationKeysLockKeys, organizationSchemaName } from "@exportsvc/form-datasets";
 import { ExportctlError } from "./errors";
 
@@ -78,7 +78,7 @@ export async function listOrganizations(pool: Pool): Promise<OrganizationSummary
   const res = await pool.query<{ id: string; name: string; export_enabled: boolean | null; created_at: Date; active_keys: number }>(
     `SELECT o.id::text, o.name, e.export_enabled, o.created_at,
             (SELECT count(*)::int FROM api_keys k
-              WHERE k.organization_id = o.id AND k.revoked_at IS NULL AND (k.expires_at IS NULL OR k.expires_at > now())) AS active_keys
+              WHERE k.organization_id = o.id AND ${activeKeyCondition("k")}) AS active_keys
        FROM organizations o LEFT JOIN export_organizations e ON e.organization_id = o.id
       ORDER BY o.name, o.id`,
   );
@@ -118,11 +118,7 @@ export async function deleteOrganization(
   return inTransaction(pool, async (client) => {
     const org = await client.query<{ name: string }>("SELECT name FROM organizations WHERE id = $1 FOR UPDATE", [id]);
     if (org.rowCount === 0) throw new ExportctlError("NOT_FOUND", `organization ${id} does not exist`);
-    const active = await client.query<{ n: number }>(
-      "SELECT count(*)::int AS n FROM api_keys WHERE organization_id = $1 AND revoked_at IS NULL AND (expires_at IS NULL OR expires_at > now())",
-      [id],
-    );
-    const activeKeys = active.rows[0].n;
+    const activeKeys = await countActiveKeys(client, id);
     if (activeKeys > 0 && !opts.force) {
       throw new ExportctlError(
         "KEYS_ACTIVE",

@@ -7,3 +7,4 @@ export * from "./health";
 export * as grpc from "@grpc/grpc-js";
 export * from "./service-runtime";
 export * from "./handler-errors";
+export * from "./stream-sink";

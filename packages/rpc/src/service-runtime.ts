@@ -6,6 +6,7 @@ import {
   startMetricsServer,
   type GrpcServiceConfig,
   type Logger,
+  type MetricsOptions,
   type MetricsServer,
   type PoolLike,
   type ServiceMetrics,
@@ -34,7 +35,7 @@ export interface BackgroundWork {
   stop(): Promise<void>;
 }
 
-export interface GrpcServiceOptions {
+export interface GrpcServiceOptions<M extends ServiceMetrics = ServiceMetrics> {
   /** Short name for logs: "<name> service listening". */
   name: string;
   settings: GrpcServiceSettings;
@@ -42,21 +43,23 @@ export interface GrpcServiceOptions {
   pool: ServicePool;
   serverOptions?: grpc.ServerOptions;
   /** The services to serve; each is instrumented and reported by the health service under its full name. */
-  implement(metrics: ServiceMetrics): ServedService[];
+  implement(metrics: M): ServedService[];
   /**
    * Starts work that runs alongside the server, once it is bound and before health reports SERVING.
    * What it returns is stopped after the server has drained. It records into the service's metrics.
    */
-  startBackgroundWork?(metrics: ServiceMetrics): Promise<BackgroundWork | undefined>;
+  startBackgroundWork?(metrics: M): Promise<BackgroundWork | undefined>;
+  /** Builds the service's metrics (its own families beside the shared ones); default: the shared ones only. */
+  createMetrics?(options: MetricsOptions): M;
   /** Releases what the service holds besides the pool (clients); after a failed start and at stop, before the pool ends. */
   release?(): void | Promise<void>;
 }
 
-export interface RunningGrpcService {
+export interface RunningGrpcService<M extends ServiceMetrics = ServiceMetrics> {
   port: number;
   /** Port of /metrics when METRICS_PORT is set. */
   metricsPort?: number;
-  metrics: ServiceMetrics;
+  metrics: M;
   /** Graceful and idempotent: health goes NOT_SERVING, calls drain for SHUTDOWN_GRACE_MS, then everything closes. */
   stop(): Promise<void>;
 }
@@ -66,9 +69,10 @@ export interface RunningGrpcService {
  * standard health service, /metrics on METRICS_PORT with the pool's connection counts, and a
  * graceful stop.
  */
-export async function startGrpcService(options: GrpcServiceOptions): Promise<RunningGrpcService> {
+export async function startGrpcService<M extends ServiceMetrics = ServiceMetrics>(options: GrpcServiceOptions<M>): Promise<RunningGrpcService<M>> {
   const { name, settings, log, pool } = options;
-  const metrics = createMetrics({ build: buildInfoFromEnv() });
+  const build = { build: buildInfoFromEnv() };
+  const metrics = options.createMetrics ? options.createMetrics(build) : (createMetrics(build) as M);
   metrics.observePool(pool, "main");
   const server = new grpc.Server(options.serverOptions);
   const setHealth = addHealthService(server);

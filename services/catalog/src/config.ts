@@ -1,9 +1,11 @@
 import { z } from "zod";
 import { env, grpcServiceConfigSchema, parseConfig } from "@exportsvc/common";
+// The domain module alone: the package index loads pg, which must be required only after tracing has started.
+import { GRPC_PORT, grpcAddress } from "@exportsvc/datasets/src/domain";
 
-export const catalogConfigSchema = grpcServiceConfigSchema({ GRPC_PORT: 50052, DATABASE_POOL_MAX: 10 }).extend({
+export const catalogConfigSchema = grpcServiceConfigSchema({ GRPC_PORT: GRPC_PORT.catalog, DATABASE_POOL_MAX: 10 }).extend({
   /** The schema service, asked to sync an organization's registry before a listing that needs it. */
-  SCHEMA_ADDRESS: z.string().min(1).default("127.0.0.1:50054"),
+  SCHEMA_ADDRESS: z.string().min(1).default(grpcAddress("schema")),
   /** Hot standby of DATABASE_URL the listing's registry reads go to once it has caught up (docs/catalog.md). */
   DATABASE_READ_URL: env.optionalString().pipe(z.string().url().optional()),
   /** How long a listing waits for the standby to catch up before it reads the primary instead. */

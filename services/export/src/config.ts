@@ -3,9 +3,10 @@ import { ConfigError, env, grpcServiceConfigSchema, parseConfig } from "@exports
 // The cursor module alone: the package index loads pg, which must be required only after tracing
 // has started (see packages/common/src/telemetry.ts).
 import { CursorKeyring } from "@exportsvc/datasets/src/cursor";
+import { GRPC_PORT, grpcAddress, LIMITS, STREAM_STALL_TIMEOUT_MS } from "@exportsvc/datasets/src/domain";
 
 /** DATABASE_POOL_MAX: connections per replica, one per export in flight (registry look-ups run on the same share). */
-export const exportConfigSchema = grpcServiceConfigSchema({ GRPC_PORT: 50053, DATABASE_POOL_MAX: 16, DATABASE_POOL_MAX_LIMIT: 200 }).extend({
+export const exportConfigSchema = grpcServiceConfigSchema({ GRPC_PORT: GRPC_PORT.export, DATABASE_POOL_MAX: 16, DATABASE_POOL_MAX_LIMIT: 200 }).extend({
   /**
    * Hot standby of DATABASE_URL that pages are read from; the horizon is still computed on the
    * primary and a page waits until the standby has replayed past it (docs/export.md). Unset: primary.
@@ -14,7 +15,7 @@ export const exportConfigSchema = grpcServiceConfigSchema({ GRPC_PORT: 50053, DA
   /** How long a page waits for the standby to catch up before it is read from the primary instead. */
   READ_REPLICA_MAX_WAIT_MS: env.int(2_000, 0, 60_000),
   /** Schema service (SyncDatasets when the registry is stale); empty disables the call. */
-  SCHEMA_ADDRESS: z.string().default("127.0.0.1:50054"),
+  SCHEMA_ADDRESS: z.string().default(grpcAddress("schema")),
   /** `<id>:<secret>` entries, comma-separated; the first signs, all verify (docs/cursor.md). */
   CURSOR_KEYS: env.parsed(CursorKeyring.parse),
   /**
@@ -27,7 +28,7 @@ export const exportConfigSchema = grpcServiceConfigSchema({ GRPC_PORT: 50053, DA
    * A page whose consumer accepts no bytes for this long is aborted: its query is cancelled and its
    * connection freed. Also the longest wait for a connection share before 503 DATABASE_UNAVAILABLE.
    */
-  STREAM_STALL_TIMEOUT_MS: env.int(60_000, 1_000, 3_600_000),
+  STREAM_STALL_TIMEOUT_MS: env.int(STREAM_STALL_TIMEOUT_MS, 1_000, 3_600_000),
   /** Deadline of the SyncDatasets call made for read-your-writes. */
   SCHEMA_SYNC_TIMEOUT_MS: env.int(10_000, 100),
   /** Size of the gRPC messages carrying CSV bytes. */
@@ -36,8 +37,8 @@ export const exportConfigSchema = grpcServiceConfigSchema({ GRPC_PORT: 50053, DA
 
 export type ExportConfig = z.infer<typeof exportConfigSchema>;
 
-/** The per-organization connection cap the gateway's default concurrency calls for. */
-const DEFAULT_CONNECTIONS_PER_ORGANIZATION = 5;
+/** The per-organization connection cap the gateway's default concurrency calls for: one per request in flight. */
+const DEFAULT_CONNECTIONS_PER_ORGANIZATION = LIMITS.concurrencyPerOrganization;
 
 /**
  * Connections one organization may hold: DATABASE_CONNECTIONS_PER_ORGANIZATION, else 5 but at most

@@ -2,16 +2,10 @@ import type { Pool, PoolClient } from "pg";
 import { commandCompleted } from "@exportsvc/db";
 import { PAGE_SESSION_SETTINGS_SQL } from "@exportsvc/datasets";
 import { to as copyTo } from "pg-copy-streams";
+import type { StreamSink } from "@exportsvc/rpc";
 
-/** Where CSV bytes go: one gRPC message per chunk, with flow control. */
-export interface ChunkSink {
-  /** False: the sink's buffer is full; wait for drained() before writing more. */
-  write(chunk: Buffer): boolean;
-  drained(): Promise<void>;
-  /** Resolves when the consumer is gone (cancel, deadline, disconnect). */
-  readonly gone: Promise<void>;
-  isGone(): boolean;
-}
+/** Where CSV bytes go: one gRPC message per chunk, with flow control (packages/rpc's StreamSink). */
+export type ChunkSink = StreamSink<Buffer>;
 
 export interface CopyOutcome {
   bytes: number;

@@ -1,5 +1,7 @@
 import Koa from "koa";
-import type { Logger, ServiceMetrics } from "@exportsvc/common";
+import type { Logger } from "@exportsvc/common";
+import type { GatewayMetrics } from "./metrics";
+import { STREAM_STALL_TIMEOUT_MS } from "@exportsvc/datasets/src/domain";
 import type { Authenticator, RateLimiter } from "./contracts";
 import { problemMiddleware } from "./http/problem";
 import { requestContextMiddleware } from "./http/request-context";
@@ -12,7 +14,7 @@ import { buildOpenApiDocument } from "./openapi/document";
 import { exposeGatewaySeries } from "./metrics-series";
 
 export const DEFAULT_CSV_HEAD_BYTES = 64 * 1024;
-export const DEFAULT_STREAM_STALL_TIMEOUT_MS = 60_000;
+export const DEFAULT_STREAM_STALL_TIMEOUT_MS = STREAM_STALL_TIMEOUT_MS;
 export const DEFAULT_CATALOG_DEADLINE_MS = 10_000;
 
 /** Everything the HTTP layer talks to, injected so tests can pass fakes. */
@@ -25,7 +27,7 @@ export interface AppDependencies {
   build: BuildInfo;
   logger: Logger;
   /** Prometheus metrics; absent in tests that do not look at them. */
-  metrics?: ServiceMetrics;
+  metrics?: GatewayMetrics;
   /** zlib level for gzip responses (1 = fastest). */
   gzipLevel?: number;
   /** Bytes of CSV held back before the 200 is committed (the contract says 64 KiB). */

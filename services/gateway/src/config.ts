@@ -1,5 +1,7 @@
 import { z } from "zod";
 import { DATABASE_POOL_MAX_USES_DEFAULT, env, parseConfig } from "@exportsvc/common";
+// The domain module alone: the package index loads pg, which must be required only after tracing has started.
+import { GATEWAY_HTTP_PORT, grpcAddress, STREAM_STALL_TIMEOUT_MS } from "@exportsvc/datasets/src/domain";
 import { authConfigSchema } from "./auth/config";
 import { limitsConfigSchema } from "./limits/config";
 import { sharedStoreConfigSchema } from "./store";
@@ -7,10 +9,10 @@ import { DEFAULT_HTTP_LIMITS, type HttpServerLimits } from "./http/limits";
 
 /** The HTTP layer's own variables (limits and the shared store contribute theirs below). */
 const httpConfigSchema = z.object({
-  PORT: env.port(8080),
+  PORT: env.port(GATEWAY_HTTP_PORT),
   HOST: z.string().min(1).default("0.0.0.0"),
-  CATALOG_ADDRESS: z.string().min(1).default("127.0.0.1:50052"),
-  EXPORT_ADDRESS: z.string().min(1).default("127.0.0.1:50053"),
+  CATALOG_ADDRESS: z.string().min(1).default(grpcAddress("catalog")),
+  EXPORT_ADDRESS: z.string().min(1).default(grpcAddress("export")),
   DATABASE_URL: env.url(),
   // Key checks (cached) and readiness probes only: a small pool suffices.
   DATABASE_POOL_MAX: env.int(10, 1, 100),
@@ -32,7 +34,7 @@ const httpConfigSchema = z.object({
   GZIP_LEVEL: env.int(1, 1, 9),
   // A CSV response the client accepts no bytes of for this long is aborted: its slot and its export
   // (and the export's database connection) are freed.
-  STREAM_STALL_TIMEOUT_MS: env.int(60_000, 1_000, 3_600_000),
+  STREAM_STALL_TIMEOUT_MS: env.int(STREAM_STALL_TIMEOUT_MS, 1_000, 3_600_000),
   PROBLEM_TYPE_BASE_URL: env.optionalString(),
   METRICS_PORT: env.optionalPort(),
   // Below the process's descriptor limit, so a flood of idle connections is refused and counted

@@ -1,5 +1,6 @@
 import type Router from "@koa/router";
-import { countFromZero, ERROR_CATALOGUE, STREAM_ABORT_REASONS, type ServiceMetrics } from "@exportsvc/common";
+import { countFromZero, ERROR_CATALOGUE, STREAM_ABORT_REASONS } from "@exportsvc/common";
+import type { GatewayMetrics } from "./metrics";
 
 /**
  * The gateway's counters, every label set it knows at 0 from start-up, so each alert of the chart
@@ -8,7 +9,7 @@ import { countFromZero, ERROR_CATALOGUE, STREAM_ABORT_REASONS, type ServiceMetri
  * reason, the auth cache results, who decided a 304, every stream abort reason, and for every route
  * the statuses the error alerts divide (429 and the 5xx of the catalogue).
  */
-export function exposeGatewaySeries(metrics: ServiceMetrics, routers: readonly Router[]): void {
+export function exposeGatewaySeries(metrics: GatewayMetrics, routers: readonly Router[]): void {
   const catalogue = Object.entries(ERROR_CATALOGUE).map(([errorCode, entry]) => ({ status: String(entry.status), error_code: errorCode }));
   countFromZero(metrics.problemResponses, catalogue);
   countFromZero(metrics.rateLimitRejections, [{ limit: "concurrency" }, { limit: "window" }]);

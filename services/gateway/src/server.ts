@@ -5,7 +5,7 @@ import { CatalogService, ExportService } from "@exportsvc/proto";
 import { createClient, traceMetadata } from "@exportsvc/rpc";
 import { createPool } from "@exportsvc/db";
 import { ListingCache, organizationListingState, SERVICE_APPLICATION_NAME } from "@exportsvc/datasets";
-import { createLogger, createMetrics, isAppError, startMetricsServer, type MetricsServer, type ServiceMetrics } from "@exportsvc/common";
+import { createLogger, isAppError, startMetricsServer, type MetricsServer } from "@exportsvc/common";
 import type { RateLimiter } from "./contracts";
 import { createApp } from "./app";
 import { buildInfoFromConfig, httpLimitsFromConfig, type GatewayConfig } from "./config";
@@ -13,6 +13,7 @@ import { authenticatorTimingsFromConfig, createAuthenticator } from "./auth";
 import { createRateLimiter, rateLimiterOptionsFromConfig } from "./limits";
 import { createSharedStore, sharedStoreOptionsFromConfig } from "./store";
 import { databaseProbe } from "./readiness";
+import { GatewayMetrics } from "./metrics";
 
 export interface RunningGateway {
   url: string;
@@ -23,7 +24,7 @@ export interface RunningGateway {
 export async function start(config: GatewayConfig): Promise<RunningGateway> {
   const logger = createLogger("gateway", config.LOG_LEVEL);
   const build = buildInfoFromConfig(config);
-  const metrics = createMetrics({ build });
+  const metrics = new GatewayMetrics({ build });
   // A key store that stops answering must become 503 AUTH_UNAVAILABLE, not a request that hangs
   // holding a concurrency slot: every statement of this pool (key look-ups, readiness) is bounded.
   const pool = createPool({
@@ -130,7 +131,7 @@ export async function start(config: GatewayConfig): Promise<RunningGateway> {
 }
 
 /** Counts 429s by the limit that was reached (told apart by RateLimit-Limit, as clients do). */
-export function countRejections(limiter: RateLimiter, metrics: ServiceMetrics, concurrencyLimit: number): RateLimiter {
+export function countRejections(limiter: RateLimiter, metrics: Pick<GatewayMetrics, "recordRateLimitRejection">, concurrencyLimit: number): RateLimiter {
   return {
     async admit(organizationId) {
       try {

@@ -5,13 +5,14 @@
  * goes to the catalog.
  */
 import { request } from "undici";
-import { createMetrics, Errors } from "@exportsvc/common";
+import { Errors } from "@exportsvc/common";
+import { GatewayMetrics } from "../src/metrics";
 import { ListingCache, type OrganizationListingState } from "@exportsvc/datasets";
 import { auth, eventually, ORGANIZATION_ID, startHarness, type Harness } from "./support/harness";
 import { EARLY_WORK_PER_ORGANIZATION } from "../src/http/access-control";
 
 const ETAG = '"v-settled"';
-const metrics = createMetrics({ defaultMetrics: false });
+const metrics = new GatewayMetrics({ defaultMetrics: false });
 let h: Harness;
 let state: OrganizationListingState | Error;
 const stateCalls: string[] = [];

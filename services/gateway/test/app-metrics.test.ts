@@ -1,9 +1,10 @@
 import { request } from "undici";
-import { createMetrics, Errors } from "@exportsvc/common";
+import { Errors } from "@exportsvc/common";
+import { GatewayMetrics } from "../src/metrics";
 import { auth, csvBytes, eventually, startHarness, writeChunk, type Harness } from "./support/harness";
 import { countRejections } from "../src/server";
 
-const metrics = createMetrics({ defaultMetrics: false });
+const metrics = new GatewayMetrics({ defaultMetrics: false });
 let h: Harness;
 
 beforeAll(async () => {
@@ -46,7 +47,7 @@ describe("metrics of the HTTP layer", () => {
 
 describe("countRejections", () => {
   it("counts 429s by the limit reached, told apart by RateLimit-Limit", async () => {
-    const own = createMetrics({ defaultMetrics: false });
+    const own = new GatewayMetrics({ defaultMetrics: false });
     let limit = 5;
     const limiter = countRejections(
       { admit: async () => { throw Errors.rateLimited({ limit, retryAfter: 1, reset: 1, detail: "over" }); } },

@@ -5,13 +5,13 @@
  */
 import { connect } from "node:net";
 import { request } from "undici";
-import { createMetrics } from "@exportsvc/common";
+import { GatewayMetrics } from "../src/metrics";
 import { auth, csvBytes, eventually, GOOD_KEY, startHarness, writeChunk, type Harness } from "./support/harness";
 
 const KiB = 1024;
 const STALL_MS = 1000;
 let h: Harness;
-const metrics = createMetrics({ defaultMetrics: false });
+const metrics = new GatewayMetrics({ defaultMetrics: false });
 
 beforeAll(async () => {
   h = await startHarness({ streamStallTimeoutMs: STALL_MS, metrics });

@@ -2,7 +2,7 @@ import { generateApiKey, hashApiKeySecret } from "@exportsvc/common";
 import { authConfigSchema, authenticatorTimingsFromConfig, bearerSecret, createAuthenticator, type Queryable } from "../src/auth";
 import { createMemoryStore, type SharedStore } from "../src/store";
 import { appErrorOf } from "./support/app-error";
-import type { KeyRow } from "../src/auth/key-lookup";
+import type { KeyRow } from "@exportsvc/db";
 
 const PEPPER = "unit-test-pepper";
 const ORG = "5d0c3a3e-1111-4a4a-9c9c-000000000001";

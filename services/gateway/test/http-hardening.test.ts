@@ -3,10 +3,11 @@
  * and 6; issue 14, item 3). docs/security.md lists these cases.
  */
 import { connect, type Socket } from "node:net";
-import { createMetrics, quoteInput } from "@exportsvc/common";
+import { quoteInput } from "@exportsvc/common";
+import { GatewayMetrics } from "../src/metrics";
 import { auth, startHarness, type Harness } from "./support/harness";
 
-type Metrics = ReturnType<typeof createMetrics>;
+type Metrics = GatewayMetrics;
 
 const sample = async (metrics: Metrics, name: string, labels: Record<string, string> = {}) => {
   const metric = await metrics.registry.getSingleMetric(name)?.get();
@@ -46,7 +47,7 @@ function idleConnection(url: string): Promise<Socket> {
 }
 
 describe("connection cap (HTTP_MAX_CONNECTIONS)", () => {
-  const metrics = createMetrics({ defaultMetrics: false });
+  const metrics = new GatewayMetrics({ defaultMetrics: false });
   let h: Harness;
   const sockets: Socket[] = [];
   beforeAll(async () => {
@@ -85,7 +86,7 @@ describe("connection cap (HTTP_MAX_CONNECTIONS)", () => {
 });
 
 describe("requests that never reach the router", () => {
-  const metrics = createMetrics({ defaultMetrics: false });
+  const metrics = new GatewayMetrics({ defaultMetrics: false });
   let h: Harness;
   beforeAll(async () => {
     h = await startHarness({ metrics, http: { headersTimeoutMs: 1_000 } });

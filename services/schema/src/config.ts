@@ -1,8 +1,8 @@
 import { z } from "zod";
 import { env, grpcServiceConfigSchema, parseConfig } from "@exportsvc/common";
-import { CursorKeyring, DEFAULT_TOMBSTONE_RETENTION_DAYS } from "@exportsvc/datasets";
+import { CursorKeyring, DEFAULT_TOMBSTONE_RETENTION_DAYS, GRPC_PORT } from "@exportsvc/datasets";
 
-export const schemaConfigSchema = grpcServiceConfigSchema({ GRPC_PORT: 50054, DATABASE_POOL_MAX: 5 }).extend({
+export const schemaConfigSchema = grpcServiceConfigSchema({ GRPC_PORT: GRPC_PORT.schema, DATABASE_POOL_MAX: 5 }).extend({
   /** Fallback polling of registry_sync_queue when a NOTIFY is missed (listener down, replica start). */
   REGISTRY_POLL_MS: env.int(2000, 50),
   /**

@@ -1,4 +1,4 @@
-import { createLogger, type Logger, type RebuildOutcome, type ServiceMetrics } from "@exportsvc/common";
+import { createLogger, type Logger } from "@exportsvc/common";
 import { createPool, isDatabaseUnavailable } from "@exportsvc/db";
 import { CursorCodec, SERVICE_APPLICATION_NAME } from "@exportsvc/datasets";
 import { startMaintenanceLoop, type MaintenanceLoop, type RebuildReport } from "@exportsvc/form-datasets";
@@ -11,6 +11,7 @@ import { RegistrySyncWorker } from "./queue/registry-sync-worker";
 import { requeueOnDefinitionsChange } from "./sync/definitions-resync";
 import { fixedDatasetsSyncer } from "./sync/fixed-datasets";
 import type { DatasetSyncer } from "./sync/syncer";
+import { SchemaMetrics, type RebuildOutcome } from "./metrics";
 
 export interface RunningSchemaService {
   port: number;
@@ -49,7 +50,7 @@ export async function start(config: SchemaConfig, options: SchemaServiceOptions 
   const withErrorMapping = handlerErrorMapping(log, isDatabaseUnavailable);
   const worker = new RegistrySyncWorker({ pool, databaseUrl: config.DATABASE_URL, syncers, pollMs: config.REGISTRY_POLL_MS, log, concurrency: config.REGISTRY_SYNC_CONCURRENCY });
 
-  const startBackgroundWork = async (metrics: ServiceMetrics) => {
+  const startBackgroundWork = async (metrics: SchemaMetrics) => {
     // A failure here only delays the re-sync to the next start; the service itself can run.
     await requeueOnDefinitionsChange(pool).then(
       (queued) => queued.length > 0 && log.info({ queued: queued.length }, "fixed dataset definitions changed; organizations queued for sync"),
@@ -96,6 +97,7 @@ export async function start(config: SchemaConfig, options: SchemaServiceOptions 
       }),
     ],
     startBackgroundWork,
+    createMetrics: (metricsOptions) => new SchemaMetrics(metricsOptions),
   });
   return { port, metricsPort, worker, stop };
 }

@@ -1,4 +1,4 @@
-import type { ResourceKind } from "../types";
+import { RESOURCE_KINDS, RESOURCES, type ResourceKind } from "../domain/resources";
 import { booleanText, dateText, dateTimeText, nameList, numberText, personName } from "./values";
 
 /**
@@ -35,19 +35,7 @@ const plain = (...names: string[]) => Object.fromEntries(names.map((n) => [n, `$
 
 const common = { id: `${ROW}.id::text`, last_modified: dateTimeText(`${ROW}.last_modified`) };
 
-export const RESOURCE_TABLES: Record<ResourceKind, string> = {
-  suppliers: "suppliers",
-  customers: "customers",
-  products: "products",
-  product_categories: "product_categories",
-  equipment: "equipment",
-  chemicals: "chemicals",
-  employees: "employees",
-  areas: "areas",
-  lots: "lots",
-  recipes: "recipes",
-  documents: "documents",
-};
+export const RESOURCE_TABLES = Object.fromEntries(RESOURCE_KINDS.map((kind) => [kind, RESOURCES[kind].table])) as Record<ResourceKind, string>;
 
 export const RESOURCE_CORE_EXPRESSIONS: Record<ResourceKind, Record<string, string>> = {
   suppliers: {

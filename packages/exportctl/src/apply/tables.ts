@@ -1,42 +1,23 @@
 import type { PoolClient } from "pg";
+import { OTHER_RECORDS, RESOURCE_KINDS, RESOURCES, type RecordKindInfo, type ResourceSectionName } from "@exportsvc/datasets";
 import type { ColumnDef, Row, TableDef } from "./upsert";
 
 /**
  * Where each document section is stored: columns in document (camelCase) and table (snake_case)
- * form, relations kept in join tables. The table layout is packages/db/migrations/001_source_model.sql.
+ * form, relations kept in join tables. The record kinds, their sections and tables are the domain's
+ * (RESOURCES and OTHER_RECORDS in @exportsvc/datasets).
  */
-export type RefKind =
-  | "sites" | "teams" | "employees" | "customAttributes" | "suppliers" | "customers" | "products" | "productCategories"
-  | "equipment" | "chemicals" | "areas" | "lots" | "recipes" | "documents" | "forms" | "submissions" | "steps" | "deviations";
+export type RefKind = ResourceSectionName | keyof typeof OTHER_RECORDS;
 
-export const TABLE_OF: Record<RefKind, string> = {
-  sites: "sites",
-  teams: "teams",
-  employees: "employees",
-  customAttributes: "custom_attribute_definitions",
-  suppliers: "suppliers",
-  customers: "customers",
-  products: "products",
-  productCategories: "product_categories",
-  equipment: "equipment",
-  chemicals: "chemicals",
-  areas: "areas",
-  lots: "lots",
-  recipes: "recipes",
-  documents: "documents",
-  forms: "forms",
-  submissions: "submissions",
-  steps: "submission_steps",
-  deviations: "deviations",
-};
+const RECORD_OF = {
+  ...Object.fromEntries(RESOURCE_KINDS.map((kind) => [RESOURCES[kind].section, RESOURCES[kind]])),
+  ...OTHER_RECORDS,
+} as Record<RefKind, RecordKindInfo>;
+
+export const TABLE_OF = Object.fromEntries(Object.entries(RECORD_OF).map(([kind, info]) => [kind, info.table])) as Record<RefKind, string>;
 
 /** Singular nouns for messages ("unknown product ..."). */
-export const NOUN_OF: Record<RefKind, string> = {
-  sites: "site", teams: "team", employees: "employee", customAttributes: "custom attribute", suppliers: "supplier",
-  customers: "customer", products: "product", productCategories: "product category", equipment: "equipment",
-  chemicals: "chemical", areas: "area", lots: "lot", recipes: "recipe", documents: "document", forms: "form",
-  submissions: "submission", steps: "submission step", deviations: "deviation",
-};
+export const NOUN_OF = Object.fromEntries(Object.entries(RECORD_OF).map(([kind, info]) => [kind, info.noun])) as Record<RefKind, string>;
 
 
 const plain = (column: string, type: ColumnDef["type"] = "text"): ColumnDef => ({ column, type });

@@ -1,5 +1,5 @@
-import { once } from "node:events";
 import type * as grpc from "@grpc/grpc-js";
+import { grpcSink, sendOrGone } from "@exportsvc/rpc";
 import type { MessageInitShape } from "@bufbuild/protobuf";
 import type { ListDatasetsRequest, ListDatasetsResponseSchema } from "@exportsvc/proto";
 import type { ListDatasetsResult } from "./list-datasets";
@@ -13,25 +13,15 @@ export type ListingCall = grpc.ServerWritableStream<ListDatasetsRequest, Listing
  * its client) read slower than the pieces are written; stops when the call is cancelled.
  */
 export async function streamListing(call: ListingCall, listing: ListDatasetsResult): Promise<void> {
-  let gone = call.cancelled;
-  const markGone = () => void (gone = true);
-  call.once("cancelled", markGone);
-  const goneSignal = new Promise<void>((resolve) => call.once("cancelled", () => resolve()));
-  const send = async (message: ListingMessage) => {
-    if (!call.write(message)) await Promise.race([once(call, "drain"), goneSignal]);
-  };
-  try {
-    await send({
-      part: {
-        case: "head",
-        value: { etag: listing.etag, notModified: listing.notModified ?? false, ...(listing.settledVersion !== undefined ? { settledVersion: listing.settledVersion } : {}) },
-      },
-    });
-    for (const piece of listing.pieces) {
-      if (gone) return;
-      await send({ part: { case: "entries", value: piece } });
-    }
-  } finally {
-    call.off("cancelled", markGone);
+  const sink = grpcSink(call, (message: ListingMessage) => message);
+  await sendOrGone(sink, {
+    part: {
+      case: "head",
+      value: { etag: listing.etag, notModified: listing.notModified ?? false, ...(listing.settledVersion !== undefined ? { settledVersion: listing.settledVersion } : {}) },
+    },
+  });
+  for (const piece of listing.pieces) {
+    if (sink.isGone()) return;
+    await sendOrGone(sink, { part: { case: "entries", value: piece } });
   }
 }

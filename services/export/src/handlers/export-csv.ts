@@ -1,4 +1,3 @@
-import { once } from "node:events";
 import type { Pool } from "pg";
 import { AppError, Errors, type Logger, type ServiceMetrics } from "@exportsvc/common";
 import { isDatabaseUnavailable, ShareWaitTimeout, type ConnectionShares } from "@exportsvc/db";
@@ -26,7 +25,7 @@ import {
   type ExportRewritesRequest,
   type ExportRewritesResponse,
 } from "@exportsvc/proto";
-import { callTraceId, unavailableMapping, type grpc } from "@exportsvc/rpc";
+import { callTraceId, grpcSink, unavailableMapping, type grpc } from "@exportsvc/rpc";
 import { copyToSink, StreamFailedAfterFirstChunk, StreamStalled, type ChunkSink, type CopyOutcome } from "../copy-stream";
 import { resolveCursor } from "../cursor-check";
 import type { SiteCounts } from "../site-counts";
@@ -248,25 +247,5 @@ export function csvField(value: string): string {
   return /[",\r\n]/.test(value) || value === "" ? `"${value.replace(/"/g, '""')}"` : value;
 }
 
-/** A ChunkSink over a server stream whose messages carry one `data` chunk each. */
-export function grpcSink<Req, Res>(call: grpc.ServerWritableStream<Req, Res>, message: (data: Buffer) => Res): ChunkSink {
-  let gone = false;
-  const goneSignal = new Promise<void>((resolve) => {
-    const mark = () => {
-      gone = true;
-      resolve();
-    };
-    if (call.cancelled) mark();
-    call.once("cancelled", mark);
-    call.once("close", mark);
-    call.once("error", mark);
-  });
-  return {
-    write: (chunk) => call.write(message(chunk)),
-    drained: async () => {
-      await once(call, "drain");
-    },
-    gone: goneSignal,
-    isGone: () => gone || call.cancelled,
-  };
-}
+// The server-stream sink is packages/rpc's (export-deletions.ts takes it from here).
+export { grpcSink };

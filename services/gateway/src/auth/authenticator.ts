@@ -1,9 +1,10 @@
-import { BoundedMap, Errors, hashApiKeySecret, hashesEqual, type Logger, type ServiceMetrics } from "@exportsvc/common";
+import { BoundedMap, Errors, hashApiKeySecret, hashesEqual, type Logger } from "@exportsvc/common";
 import { isDatabaseUnavailable } from "@exportsvc/db";
 import type { Authenticator, Principal } from "../contracts";
 import { systemClock, withLocalFallback, type Clock, type SharedStore } from "../store";
 import { bearerSecret } from "./bearer";
-import { findKeyByHash, type Queryable, type StoredKey } from "./key-lookup";
+import { findKeyByHash, type KeyStoreQueryable as Queryable, type StoredKey } from "@exportsvc/db";
+import type { GatewayMetrics } from "../metrics";
 
 export interface AuthenticatorOptions {
   store: SharedStore;
@@ -19,7 +20,7 @@ export interface AuthenticatorOptions {
   keyPrefix?: string;
   logger?: Logger;
   /** auth_cache_lookups_total: each check answered by a cached success (hit), a cached rejection (negative_hit), or the key store (miss). */
-  metrics?: Pick<ServiceMetrics, "recordAuthCacheLookup">;
+  metrics?: Pick<GatewayMetrics, "recordAuthCacheLookup">;
 }
 
 export interface ManagedAuthenticator extends Authenticator {

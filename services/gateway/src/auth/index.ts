@@ -1,4 +1,4 @@
 export { createAuthenticator, type AuthenticatorOptions, type ManagedAuthenticator } from "./authenticator";
 export { authConfigSchema, authenticatorTimingsFromConfig, type AuthConfig } from "./config";
 export { bearerSecret } from "./bearer";
-export type { Queryable } from "./key-lookup";
+export type { KeyStoreQueryable as Queryable } from "@exportsvc/db";

@@ -5,6 +5,8 @@
  */
 import { ERROR_CATALOGUE, type ErrorCode } from "@exportsvc/common";
 import type { CursorProblem } from "@exportsvc/datasets";
+// The domain module alone: it loads nothing (the package index loads pg).
+import { LIMITS } from "@exportsvc/datasets/src/domain";
 import { INSTANT_PATTERN } from "../csv/timestamp";
 
 export type OpenApiDocument = Record<string, unknown>;
@@ -211,7 +213,7 @@ export function buildOpenApiDocument(version: string): OpenApiDocument {
               in: "query",
               required: false,
               description: "About this many rows: a page is never cut through a group of rows sharing a position, so it can hold a few more. A larger value than the maximum is rejected, never reduced.",
-              schema: { type: "integer", format: "int32", minimum: 1, maximum: 5000, default: 5000 },
+              schema: { type: "integer", format: "int32", minimum: 1, maximum: LIMITS.pageSize, default: LIMITS.pageSize },
             },
             instantParameter("from", "Form datasets: rows completed on or after this instant (a grid dataset filters on its submission)."),
             instantParameter("to", "Form datasets: rows completed before this instant (a grid dataset filters on its submission)."),
@@ -252,7 +254,7 @@ export function buildOpenApiDocument(version: string): OpenApiDocument {
               in: "query",
               required: false,
               description: "About this many tombstones (a page is never cut through tombstones sharing a position). A larger value than the maximum is rejected, never reduced.",
-              schema: { type: "integer", format: "int32", minimum: 1, maximum: 5000, default: 5000 },
+              schema: { type: "integer", format: "int32", minimum: 1, maximum: LIMITS.pageSize, default: LIMITS.pageSize },
             },
           ],
           responses: {

@@ -3,7 +3,7 @@ import type { Middleware, ParameterizedContext } from "koa";
 import type { Guard } from "../http/access-control";
 import type { MessageInitShape } from "@bufbuild/protobuf";
 import type { ExportCsvRequestSchema, ExportDeletionsRequestSchema, ExportRewritesRequestSchema } from "@exportsvc/proto";
-import { Errors, ifNoneMatchHits, type Logger, type ServiceMetrics } from "@exportsvc/common";
+import { Errors, ifNoneMatchHits, type Logger } from "@exportsvc/common";
 import type { Principal } from "../contracts";
 import { sendListing, sendListingNotModified, type ListingStream } from "../http/listing-response";
 import { settledEtagHolds, type ListingCache, type OrganizationListingState } from "@exportsvc/datasets";
@@ -11,6 +11,7 @@ import { parseCsvQuery } from "../csv/query";
 import { decodeComponentStrictly } from "../http/text-input";
 import { sendCsvStream, type CsvChunkStream, type CsvStreamOptions } from "../csv/stream-response";
 import { requireStreamFramingMiddleware } from "../http/http-version";
+import type { GatewayMetrics } from "../metrics";
 
 /** The slice of the catalog client the gateway uses (a fake in tests). */
 export interface CatalogPort {
@@ -37,7 +38,7 @@ export interface DataRouteDeps {
   /** A CSV or listing response the client accepts no bytes of for this long is aborted (slot and call freed). */
   streamStallTimeoutMs: number;
   logger: Logger;
-  metrics?: ServiceMetrics;
+  metrics?: GatewayMetrics;
   /**
    * The cheap 304 in the gateway (docs/catalog.md, "A cheap 304"): the settled listing versions the
    * catalog reported (per replica, verdicts only) and the statement that says whether one still holds.

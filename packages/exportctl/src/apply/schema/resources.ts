@@ -1,20 +1,11 @@
 import { z } from "zod";
-import { ATTRIBUTE_TYPES, type ResourceKind } from "@exportsvc/datasets";
+import { ATTRIBUTE_RESOURCE_KINDS, ATTRIBUTE_TYPES, RESOURCES, type AttributeResourceKind } from "@exportsvc/datasets";
 import { attributes, day, ids, lastModified, number, ref, text, uuid } from "./scalars";
 
 /** Resource kinds that carry custom attributes, as document sections (camelCase) and as stored (snake_case). */
-export const ATTRIBUTE_KINDS = {
-  suppliers: "suppliers",
-  customers: "customers",
-  products: "products",
-  productCategories: "product_categories",
-  equipment: "equipment",
-  chemicals: "chemicals",
-  employees: "employees",
-  areas: "areas",
-  lots: "lots",
-  recipes: "recipes",
-} as const satisfies Record<string, ResourceKind>;
+export const ATTRIBUTE_KINDS = Object.fromEntries(ATTRIBUTE_RESOURCE_KINDS.map((kind) => [RESOURCES[kind].section, kind])) as {
+  [K in AttributeResourceKind as (typeof RESOURCES)[K]["section"]]: K;
+};
 export type AttributeSection = keyof typeof ATTRIBUTE_KINDS;
 const storedKinds = Object.values(ATTRIBUTE_KINDS) as string[];
 
@@ -28,6 +19,9 @@ const attributeKind = z
     }
     return kind;
   });
+
+/** The postal address fields of suppliers and customers (their tables' street1 ... country columns). */
+const address = { street1: text, street2: text, city: text, region: text, zipCode: text, country: text };
 
 export const site = z.strictObject({
   id: uuid,
@@ -80,12 +74,7 @@ export const supplier = z.strictObject({
   status: text,
   market: text,
   type: text,
-  street1: text,
-  street2: text,
-  city: text,
-  region: text,
-  zipCode: text,
-  country: text,
+  ...address,
   products: ids,
   parents: ids,
   attributes,
@@ -98,12 +87,7 @@ export const customer = z.strictObject({
   description: text,
   websiteUrl: text,
   phoneNumber: text,
-  street1: text,
-  street2: text,
-  city: text,
-  region: text,
-  zipCode: text,
-  country: text,
+  ...address,
   contactFirstName: text,
   contactLastName: text,
   contactEmail: text,

@@ -1,5 +1,11 @@
-/** The smallest database surface the authenticator needs; a pg Pool satisfies it. */
-export interface Queryable {
+/**
+ * The api_keys table's statements, beside its entity (entities.ts, ApiKeySchema, which exportctl
+ * issues and revokes keys through): the gateway's key check calls findKeyByHash, exportctl counts an
+ * organization's active keys with countActiveKeys. One owner, so "active" means one thing.
+ */
+
+/** The smallest database surface the key look-up needs; a pg Pool satisfies it. */
+export interface KeyStoreQueryable {
   query<R = Record<string, unknown>>(text: string, values?: unknown[]): Promise<{ rows: R[] }>;
 }
 
@@ -26,7 +32,7 @@ export interface KeyRow {
 }
 
 /** One round trip: the key by its hash, whether its organization exists and is enabled for export. */
-export async function findKeyByHash(db: Queryable, secretHash: string): Promise<StoredKey | undefined> {
+export async function findKeyByHash(db: KeyStoreQueryable, secretHash: string): Promise<StoredKey | undefined> {
   const { rows } = await db.query<KeyRow>(
     `SELECT k.id, k.organization_id, k.secret_hash, k.expires_at, k.revoked_at,
             o.id IS NOT NULL AS organization_known,
@@ -48,4 +54,13 @@ export async function findKeyByHash(db: Queryable, secretHash: string): Promise<
     organizationKnown: row.organization_known,
     exportEnabled: row.export_enabled,
   };
+}
+
+/** A key that can authenticate now: neither revoked nor expired (`alias` names the api_keys row). */
+export const activeKeyCondition = (alias: string) => `${alias}.revoked_at IS NULL AND (${alias}.expires_at IS NULL OR ${alias}.expires_at > now())`;
+
+/** Keys of the organization that can authenticate now. */
+export async function countActiveKeys(db: KeyStoreQueryable, organizationId: string): Promise<number> {
+  const { rows } = await db.query<{ n: number }>(`SELECT count(*)::int AS n FROM api_keys k WHERE k.organization_id = $1 AND ${activeKeyCondition("k")}`, [organizationId]);
+  return rows[0].n;
 }
