@@ -1,9 +1,10 @@
 import { Errors, isUuid } from "@exportsvc/common";
-import { hasCompletedAt, hasRowIndex, InvalidLiteralError, timestamptzLiteral, type PageDataset } from "@exportsvc/datasets";
+import { hasCompletedAt, hasRowIndex, InvalidLiteralError, LIMITS, timestamptzLiteral, type PageDataset } from "@exportsvc/datasets";
 import type { ExportCsvRequest, ExportDeletionsRequest } from "@exportsvc/proto";
 
-export const MAX_LIMIT = 5000;
-export const DEFAULT_LIMIT = 5000;
+/** docs/contract.md: `limit` is 1 to the public page size, default the page size, never reduced. */
+export const MAX_LIMIT = LIMITS.pageSize;
+export const DEFAULT_LIMIT = LIMITS.pageSize;
 /** row_index is an int4; a larger afterRowIndex means "after every row of that submission". */
 const MAX_ROW_INDEX = 2_147_483_647;
 
