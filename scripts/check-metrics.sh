@@ -25,16 +25,16 @@ if [ $# -ge 1 ]; then
   source_name="$1"
 else
   # Records one sample of every metric so labelled series and histograms appear in the exposition:
-  # the shared families and the gateway's (GatewayMetrics), plus the schema service's own.
+  # the shared families and the gateway's (GatewayMetrics), plus the schema and export services' own.
   (cd "$root" && node_modules/.bin/tsx -e '
     const { Registry } = require("prom-client");
     const { GatewayMetrics } = require("./services/gateway/src/metrics");
     const { SchemaMetrics } = require("./services/schema/src/metrics");
+    const { ExportMetrics } = require("./services/export/src/metrics");
     const m = new GatewayMetrics({ build: { imageTag: "check", commit: "0000000", version: "0.0.0" } });
     m.observeHttpRequest({ route: "/v1/datasets/:key/csv", method: "GET", status: 200, durationSeconds: 0.5 });
     m.recordProblem(503, "AUTH_UNAVAILABLE");
     m.observeGrpcCall({ service: "exportsvc.v1.ExportService", method: "ExportCsv", code: "OK", durationSeconds: 0.4 });
-    m.recordExport("submission", 5000, 1 << 20);
     m.recordStreamAbort("client_disconnect");
     m.recordRateLimitRejection("window");
     m.recordAuthCacheLookup("hit");
@@ -45,11 +45,16 @@ else
     const schema = new SchemaMetrics({ defaultMetrics: false });
     schema.observeRebuild("success", 3);
     schema.setMaintenanceLag(1.5);
-    const schemaOwn = new Registry();
-    for (const metric of schema.registry.getMetricsAsArray()) if (!m.registry.getSingleMetric(metric.name)) schemaOwn.registerMetric(metric);
-    Registry.merge([m.registry, schemaOwn]).metrics().then((text) => process.stdout.write(text));
+    const exp = new ExportMetrics({ defaultMetrics: false });
+    exp.recordExport("submission", 5000, 1 << 20);
+    exp.recordFormPage("stored");
+    exp.observeVisibilityHorizonLag({ undeclared_writer: 0, declared_writer: 0, pending_changes: 2, reader_ignored: 0 });
+    const own = new Registry();
+    for (const r of [schema.registry, exp.registry])
+      for (const metric of r.getMetricsAsArray()) if (!m.registry.getSingleMetric(metric.name) && !own.getSingleMetric(metric.name)) own.registerMetric(metric);
+    Registry.merge([m.registry, own]).metrics().then((text) => process.stdout.write(text));
   ') >"$exposition"
-  source_name="the shared, gateway and schema metric families (sample registry)"
+  source_name="the shared, gateway, schema and export metric families (sample registry)"
 fi
 
 series="$(grep -cv '^#' "$exposition" || true)"

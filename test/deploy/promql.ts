@@ -4,6 +4,7 @@ import { join } from "node:path";
 import { parse } from "yaml";
 import { GatewayMetrics } from "../../services/gateway/src/metrics";
 import { SchemaMetrics } from "../../services/schema/src/metrics";
+import { ExportMetrics } from "../../services/export/src/metrics";
 
 export interface ParsedQuery {
   /** Syntax error positions (empty when the expression parses). */
@@ -34,12 +35,12 @@ export function substituteGrafanaVariables(expr: string): string {
 
 /**
  * Every series name the services' registries expose (the shared families and each service's own;
- * the gateway's and the schema service's registries hold the shared ones too): each metric family
+ * the gateway's, schema's and export's registries hold the shared ones too): each metric family
  * plus the _bucket, _sum, _count series of histograms and summaries.
  */
 export async function exposedSeriesNames(): Promise<Set<string>> {
   const names = new Set<string>();
-  const registries = [new GatewayMetrics().registry, new SchemaMetrics({ defaultMetrics: false }).registry];
+  const registries = [new GatewayMetrics().registry, new SchemaMetrics({ defaultMetrics: false }).registry, new ExportMetrics({ defaultMetrics: false }).registry];
   for (const metric of (await Promise.all(registries.map((r) => r.getMetricsAsJSON()))).flat()) {
     names.add(metric.name);
     const type = String(metric.type);

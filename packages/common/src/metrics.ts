@@ -9,17 +9,13 @@ export { Counter, Gauge, Histogram } from "prom-client";
  * The metric families every service shares: the registry, HTTP and gRPC RED, the database pools
  * and the build; each service defines its own families in its own folder (a subclass of
  * ServiceMetrics: services/gateway/src/metrics.ts, services/schema/src/metrics.ts), so this package
- * does not hold their vocabulary. The export's families (and the stream aborts the gateway also
- * counts) are still here until its handlers take their own type. Label values come from closed sets or from code (route patterns, RPC names): never an
+ * does not hold their vocabulary (services/export/src/metrics.ts too). The stream aborts and the
+ * standby fallbacks stay here: two services record each of them. Label values come from closed sets or from code (route patterns, RPC names): never an
  * organization id, a dataset key, a raw path or a message, so cardinality stays bounded.
  *
  * The emitting service is told apart by the scrape target labels (`job`, `component`), not by a
  * label set here: a `service` label would collide with the one the ServiceMonitor attaches.
  */
-
-/** Dataset families, for the export counters. */
-export const EXPORT_FAMILIES = ["resource", "deviations", "submission", "grid"] as const;
-export type ExportFamily = (typeof EXPORT_FAMILIES)[number];
 
 /** Why a CSV stream ended before its last byte. */
 export const STREAM_ABORT_REASONS = ["client_disconnect", "stalled", "upstream_error", "render_error", "timeout", "shutdown", "other"] as const;
@@ -27,9 +23,6 @@ export type StreamAbortReason = (typeof STREAM_ABORT_REASONS)[number];
 
 /** Why the HTTP listener closed a connection without reading it. */
 export type ConnectionRefusalReason = "max_connections";
-/** Where a form dataset page's `_cursor` values came from: stored with the rows, or signed by the page query. */
-export const FORM_PAGE_CURSOR_SOURCES = ["stored", "signed"] as const;
-export type FormPageCursorSource = (typeof FORM_PAGE_CURSOR_SOURCES)[number];
 /** Kinds of what holds the export visibility horizon back (docs/export.md); no organization label. */
 export const VISIBILITY_HORIZON_HOLDERS = ["undeclared_writer", "declared_writer", "pending_changes", "reader_ignored"] as const;
 export type VisibilityHorizonHolder = (typeof VISIBILITY_HORIZON_HOLDERS)[number];
@@ -85,15 +78,11 @@ export class ServiceMetrics {
   readonly httpDuration: Histogram<"route" | "method" | "status">;
   readonly grpcHandled: Counter<"grpc_service" | "grpc_method" | "grpc_code">;
   readonly grpcHandling: Histogram<"grpc_service" | "grpc_method">;
-  readonly exportRows: Counter<"family">;
-  readonly exportBytes: Counter<"family">;
   readonly exportStreamAborts: Counter<"reason">;
   readonly replicaFallbacks: Counter<"reads">;
-  readonly formPages: Counter<"source">;
   readonly httpConnectionsRefused: Counter<"reason">;
   readonly httpOpenConnections: Gauge;
   readonly problemResponses: Counter<"status" | "error_code">;
-  readonly visibilityHorizonLag: Gauge<"holder">;
   readonly dbPoolConnections: Gauge<"pool" | "state">;
   readonly buildInfo: Gauge<"image_tag" | "commit" | "version">;
   private readonly pools = new Map<string, PoolLike>();
@@ -134,18 +123,6 @@ export class ServiceMetrics {
       buckets: LATENCY_BUCKETS,
       registers,
     });
-    this.exportRows = new Counter({
-      name: "export_rows_total",
-      help: "CSV data rows streamed to clients, by dataset family.",
-      labelNames: ["family"],
-      registers,
-    });
-    this.exportBytes = new Counter({
-      name: "export_bytes_total",
-      help: "CSV bytes streamed to clients (before compression), by dataset family.",
-      labelNames: ["family"],
-      registers,
-    });
     this.exportStreamAborts = new Counter({
       name: "export_stream_aborts_total",
       help: "CSV streams aborted after the 200 was sent, by reason.",
@@ -156,12 +133,6 @@ export class ServiceMetrics {
       name: "export_replica_fallbacks_total",
       help: "Reads meant for the DATABASE_READ_URL standby that went to the primary because the standby lagged past READ_REPLICA_MAX_WAIT_MS, by what was read.",
       labelNames: ["reads"],
-      registers,
-    });
-    this.formPages = new Counter({
-      name: "export_form_pages_total",
-      help: "Form dataset pages exported, by where their _cursor values came from: stored with the rows, or signed by the page query (the table's signing key left the export's CURSOR_KEYS, or the schema service has none).",
-      labelNames: ["source"],
       registers,
     });
     this.httpConnectionsRefused = new Counter({
@@ -183,12 +154,6 @@ export class ServiceMetrics {
       name: "http_problem_responses_total",
       help: "problem+json error responses, by status and errorCode.",
       labelNames: ["status", "error_code"],
-      registers,
-    });
-    this.visibilityHorizonLag = new Gauge({
-      name: "export_visibility_horizon_lag_seconds",
-      help: "How far behind the current time the last export page's visibility horizon was held, by holder kind: undeclared_writer / declared_writer (open transactions that hold a transaction id; declared ones only for their own organization), pending_changes (unapplied form changes), reader_ignored (an open read-only transaction, which does not hold it: reported only).",
-      labelNames: ["holder"],
       registers,
     });
     const pools = this.pools;
@@ -219,7 +184,6 @@ export class ServiceMetrics {
       },
       1,
     );
-    for (const holder of VISIBILITY_HORIZON_HOLDERS) this.visibilityHorizonLag.set({ holder }, 0);
   }
 
   observeHttpRequest(o: HttpObservation): void {
@@ -238,17 +202,6 @@ export class ServiceMetrics {
     this.grpcHandling.observe({ grpc_service: o.service, grpc_method: o.method }, o.durationSeconds);
   }
 
-  /** Adds rows and bytes of a streamed page (call per chunk or once per page). */
-  recordExport(family: ExportFamily, rows: number, bytes: number): void {
-    if (rows > 0) this.exportRows.inc({ family }, rows);
-    if (bytes > 0) this.exportBytes.inc({ family }, bytes);
-  }
-
-  /** Seconds each kind of holder kept the horizon of the page just planned behind now (0: none). */
-  observeVisibilityHorizonLag(secondsByHolder: Record<VisibilityHorizonHolder, number>): void {
-    for (const holder of VISIBILITY_HORIZON_HOLDERS) this.visibilityHorizonLag.set({ holder }, Math.max(0, secondsByHolder[holder] ?? 0));
-  }
-
   /**
    * A read meant for the hot standby went to the primary (the standby lagged past the bound):
    * `page` an export page, `listing` a dataset listing. Call exposeReplicaFallbacks() at start-up
@@ -260,16 +213,6 @@ export class ServiceMetrics {
 
   exposeReplicaFallbacks(reads: "page" | "listing"): void {
     this.replicaFallbacks.inc({ reads }, 0);
-  }
-
-  /** A form dataset page exported, by where its `_cursor` values came from. */
-  recordFormPage(source: FormPageCursorSource): void {
-    this.formPages.inc({ source });
-  }
-
-  /** Both sources at 0 from start-up, so the first signed page is an increase. */
-  exposeFormPages(): void {
-    for (const source of FORM_PAGE_CURSOR_SOURCES) this.formPages.inc({ source }, 0);
   }
 
   recordStreamAbort(reason: StreamAbortReason): void {

@@ -13,7 +13,6 @@ describe("the exposition passes promtool check metrics", () => {
     metrics.observeHttpRequest({ route: "/v1/datasets", method: "GET", status: 200, durationSeconds: 0.01 });
     metrics.recordProblem(429, "RATE_LIMITED");
     metrics.observeGrpcCall({ service: "exportsvc.v1.CatalogService", method: "ListDatasets", code: "OK", durationSeconds: 0.01 });
-    metrics.recordExport("deviations", 3, 300);
     metrics.recordStreamAbort("timeout");
     metrics.recordRefusedConnection("max_connections");
     metrics.observeOpenConnections(async () => 3);

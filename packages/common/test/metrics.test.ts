@@ -7,8 +7,6 @@ const SYSTEM_METRICS = [
   "http_request_duration_seconds",
   "grpc_server_handled_total",
   "grpc_server_handling_seconds",
-  "export_rows_total",
-  "export_bytes_total",
   "export_stream_aborts_total",
   "http_problem_responses_total",
   "http_connections_refused_total",
@@ -97,25 +95,16 @@ describe("createMetrics", () => {
     expect(sample(text, "http_problem_responses_total", { status: "500", error_code: "OTHER" })).toBe(1);
   });
 
-  it("records export volume, aborts and form page cursors", async () => {
+  it("records stream aborts (unknown reasons as other) and the build", async () => {
     const metrics = createMetrics({ defaultMetrics: false, build: { imageTag: "1.2.3", commit: "abc123" } });
-    metrics.recordExport("grid", 5000, 1_048_576);
-    metrics.recordExport("grid", 10, 2048);
-    metrics.recordExport("resource", 0, 0);
     metrics.recordStreamAbort("client_disconnect");
     metrics.recordStreamAbort("bogus" as never);
-    metrics.exposeFormPages();
-    metrics.recordFormPage("stored");
-    metrics.recordFormPage("stored");
     const text = await metrics.registry.metrics();
-    expect(sample(text, "export_rows_total", { family: "grid" })).toBe(5010);
-    expect(sample(text, "export_bytes_total", { family: "grid" })).toBe(1_050_624);
-    expect(sample(text, "export_rows_total", { family: "resource" })).toBeUndefined();
     expect(sample(text, "export_stream_aborts_total", { reason: "client_disconnect" })).toBe(1);
     expect(sample(text, "export_stream_aborts_total", { reason: "other" })).toBe(1);
-    expect(sample(text, "export_form_pages_total", { source: "stored" })).toBe(2);
-    expect(sample(text, "export_form_pages_total", { source: "signed" })).toBe(0);
     expect(sample(text, "build_info", { image_tag: "1.2.3", commit: "abc123", version: "unknown" })).toBe(1);
+    // The export's own families live with the export service (services/export/test/export-metrics.test.ts).
+    expect(sample(text, "export_rows_total")).toBeUndefined();
   });
 
   it("reads pool connection counts at scrape time", async () => {

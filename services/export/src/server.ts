@@ -10,6 +10,7 @@ import { exportRewritesHandler } from "./handlers/export-rewrites";
 import { SiteCounts } from "./site-counts";
 import { FormIdHints } from "./visibility";
 import { exposeExportSeries } from "./metrics-series";
+import { ExportMetrics } from "./metrics";
 
 /** A site count is read again after a minute: it only chooses between two equal renderings (site-counts.ts). */
 const SITE_COUNT_TTL_MS = 60_000;
@@ -51,6 +52,7 @@ export async function start(config: ExportConfig, options: StartOptions = {}): P
     settings: config,
     log,
     pool,
+    createMetrics: (metricsOptions) => new ExportMetrics(metricsOptions),
     serverOptions: { "grpc.max_send_message_length": 16 * 1024 * 1024 },
     implement: (metrics) => {
       if (readPool) metrics.exposeReplicaFallbacks("page");

@@ -1,5 +1,6 @@
 import type { Pool } from "pg";
-import { BoundedMap, type Logger, type ServiceMetrics } from "@exportsvc/common";
+import { BoundedMap, type Logger } from "@exportsvc/common";
+import type { ExportMetrics } from "./metrics";
 import { holderLagSeconds, pageHorizon, ReplicaBehindError, type PageHorizon } from "@exportsvc/datasets";
 
 /**
@@ -23,7 +24,7 @@ export interface PageVisibility {
 }
 
 export interface HorizonOptions {
-  metrics?: ServiceMetrics;
+  metrics?: ExportMetrics;
   readReplica?: ReadReplicaPool;
   logger?: Logger;
 }

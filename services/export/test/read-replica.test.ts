@@ -7,10 +7,10 @@
  */
 import { randomUUID } from "node:crypto";
 import { Client, type Pool } from "pg";
-import { ServiceMetrics } from "@exportsvc/common";
 import { hotStandbyAvailable, startHotStandby, type HotStandby } from "../../../test/support/hot-standby";
 import { buildPageQuery, CursorCodec, CursorKeyring, formIdOfDataset, pageHorizon, ReplicaBehindError, type CursorPosition, type PageDataset } from "@exportsvc/datasets";
 import { visibilityHorizon } from "../src/visibility";
+import { ExportMetrics } from "../src/metrics";
 
 const codec = new CursorCodec({ keyring: CursorKeyring.parse("1:0123456789abcdef") });
 const SUPPLIERS: PageDataset = {
@@ -100,7 +100,7 @@ const SUPPLIERS: PageDataset = {
       // The primary's horizon is past the row, but the standby has not replayed it: no page now.
       await expect(pageHorizon(primary, org, null, { replica: standby, maxWaitMs: 300 })).rejects.toBeInstanceOf(ReplicaBehindError);
       // The export service then reads that page from the primary instead (DATABASE_READ_URL fallback).
-      const metrics = new ServiceMetrics({ defaultMetrics: false });
+      const metrics = new ExportMetrics({ defaultMetrics: false });
       const fallback = await visibilityHorizon(primary, org, formIdOfDataset(SUPPLIERS), { readReplica: { pool: standby, maxWaitMs: 300 }, metrics });
       expect(fallback.source).toBe(primary);
       expect(await metrics.registry.getSingleMetricAsString("export_replica_fallbacks_total")).toContain('export_replica_fallbacks_total{reads="page"} 1');

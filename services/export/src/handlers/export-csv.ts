@@ -1,5 +1,5 @@
 import type { Pool } from "pg";
-import { AppError, Errors, type Logger, type ServiceMetrics } from "@exportsvc/common";
+import { AppError, Errors, type Logger } from "@exportsvc/common";
 import { isDatabaseUnavailable, ShareWaitTimeout, type ConnectionShares } from "@exportsvc/db";
 import {
   buildPageQuery,
@@ -28,6 +28,7 @@ import {
 import { callTraceId, grpcSink, unavailableMapping, type grpc } from "@exportsvc/rpc";
 import { copyToSink, StreamFailedAfterFirstChunk, StreamStalled, type ChunkSink, type CopyOutcome } from "../copy-stream";
 import { resolveCursor } from "../cursor-check";
+import type { ExportMetrics } from "../metrics";
 import type { SiteCounts } from "../site-counts";
 import { checkParameters } from "../parameters";
 import { startHorizon, visibilityHorizon, type FormIdHints, type HorizonOptions, type ReadReplicaPool } from "../visibility";
@@ -43,7 +44,7 @@ export interface ExportDependencies {
   shares: ConnectionShares;
   /** A consumer that accepts nothing for this long aborts the page; also the longest wait for a share. */
   stallTimeoutMs: number;
-  metrics?: ServiceMetrics;
+  metrics?: ExportMetrics;
   /** DATABASE_READ_URL: pages are read from this hot standby once it has caught up (docs/export.md). */
   readReplica?: ReadReplicaPool;
   /** The form of each key's last page, to start the next page's horizon early; undefined: never early. */
