@@ -1,69 +1,27 @@
-import type { Pool } from "pg";
-import { AppError, Errors, type Logger } from "@exportsvc/common";
-import { isDatabaseUnavailable, ShareWaitTimeout, type ConnectionShares } from "@exportsvc/db";
 import {
   buildPageQuery,
   formIdOfDataset,
-  loadCurrentRegistryEntry,
-  headerFields,
-  loadRegistryEntry,
   servesStoredCursors,
   siteNameLookup,
-  UnsupportedDatasetError,
-  type CursorCodec,
   type CursorPosition,
-  type PageDataset,
-  type RegistryEntry,
 } from "@exportsvc/datasets";
 import { create } from "@bufbuild/protobuf";
-import {
-  ExportCsvResponseSchema,
-  type ExportCsvRequest,
-  type ExportCsvResponse,
-  type ExportDeletionsRequest,
-  type ExportDeletionsResponse,
-  type ExportRewritesRequest,
-  type ExportRewritesResponse,
-} from "@exportsvc/proto";
-import { callTraceId, grpcSink, unavailableMapping, type grpc } from "@exportsvc/rpc";
-import { copyToSink, StreamFailedAfterFirstChunk, StreamStalled, type ChunkSink, type CopyOutcome } from "../copy-stream";
+import { ExportCsvResponseSchema, type ExportCsvRequest } from "@exportsvc/proto";
+import { callTraceId, grpcSink } from "@exportsvc/rpc";
+import type { ChunkSink } from "../copy-stream";
 import { resolveCursor } from "../cursor-check";
-import type { ExportMetrics } from "../metrics";
-import type { SiteCounts } from "../site-counts";
 import { checkParameters } from "../parameters";
-import { startHorizon, visibilityHorizon, type FormIdHints, type HorizonOptions, type ReadReplicaPool } from "../visibility";
-
-export interface ExportDependencies {
-  pool: Pool;
-  codec: CursorCodec;
-  logger: Logger;
-  /** The schema service's SyncDatasets (registry read-your-writes); undefined when not configured. */
-  syncRegistry?: (organizationId: string) => Promise<void>;
-  chunkBytes: number;
-  /** Per-organization shares of the pool; a call holds one from its first query to its last byte. */
-  shares: ConnectionShares;
-  /** A consumer that accepts nothing for this long aborts the page; also the longest wait for a share. */
-  stallTimeoutMs: number;
-  metrics?: ExportMetrics;
-  /** DATABASE_READ_URL: pages are read from this hot standby once it has caught up (docs/export.md). */
-  readReplica?: ReadReplicaPool;
-  /** The form of each key's last page, to start the next page's horizon early; undefined: never early. */
-  formIdHints?: FormIdHints;
-  /** Organizations' site counts, choosing how submission pages read site names; undefined: always the join. */
-  siteCounts?: SiteCounts;
-}
-
-export type ExportCall = grpc.ServerWritableStream<ExportCsvRequest, ExportCsvResponse>;
-export type DeletionsCall = grpc.ServerWritableStream<ExportDeletionsRequest, ExportDeletionsResponse>;
-export type RewritesCall = grpc.ServerWritableStream<ExportRewritesRequest, ExportRewritesResponse>;
-
-/**
- * The export service waits this much longer than STREAM_STALL_TIMEOUT_MS for its gRPC consumer: the
- * gateway, which sees the HTTP client, starts its own timer first and should be the one to end a
- * stalled page (counted as `stalled`, not as an upstream error); this timeout covers a consumer that
- * stopped reading by itself.
- */
-export const CONSUMER_STALL_MARGIN_MS = 5_000;
+import {
+  csvHeader,
+  loadExportableDataset,
+  notExportable,
+  onOrganizationShare,
+  pageHorizonStarter,
+  streamCsv,
+  withDatabase,
+  type ExportCall,
+  type ExportDependencies,
+} from "../pages";
 
 /** ExportService.ExportCsv: one dataset page as CSV bytes (header row, rows, `_cursor` last). */
 export function exportCsvHandler(deps: ExportDependencies) {
@@ -71,34 +29,6 @@ export function exportCsvHandler(deps: ExportDependencies) {
     const sink = grpcSink(call, (data) => create(ExportCsvResponseSchema, { data }));
     await onOrganizationShare(deps, request.organizationId, sink, () => exportPage(deps, request, sink, callTraceId(call.metadata)));
   };
-}
-
-/**
- * Runs one call on its organization's share of the pool, from its first query to its last byte:
- * connections held by one organization's (slow) pages never starve another organization's.
- */
-export async function onOrganizationShare(deps: ExportDependencies, organizationId: string, sink: ChunkSink, work: () => Promise<void>): Promise<void> {
-  const share = await acquireShare(deps, organizationId, sink);
-  try {
-    await work();
-  } finally {
-    share.release();
-  }
-}
-
-async function acquireShare(deps: ExportDependencies, organizationId: string, sink: ChunkSink) {
-  try {
-    return await deps.shares.acquire(organizationId, { timeoutMs: deps.stallTimeoutMs, abandoned: sink.gone });
-  } catch (err) {
-    if (err instanceof ShareWaitTimeout) {
-      deps.logger.warn({ organizationId, waitedMs: err.waitedMs, shares: deps.shares.status() }, "no database connection share became free");
-      throw Errors.databaseUnavailable(
-        "No database connection became free for this organization in time (its other exports hold its share). Retry with exponential backoff.",
-      );
-    }
-    // ShareWaitAbandoned: the caller is gone, nobody reads the answer.
-    throw err;
-  }
 }
 
 async function exportPage(deps: ExportDependencies, request: ExportCsvRequest, sink: ChunkSink, traceId: string | undefined): Promise<void> {
@@ -152,101 +82,3 @@ async function exportPage(deps: ExportDependencies, request: ExportCsvRequest, s
   );
 }
 
-export interface CsvStreamTarget {
-  /** The pool the page is read from: the primary, or the read replica once it has caught up. */
-  source: Pool;
-  select: string;
-  header: Buffer;
-  sink: ChunkSink;
-  dataset: PageDataset;
-  organizationId: string;
-  traceId: string | undefined;
-  /** What the page is, for log lines ("export", "deletions"). */
-  what: string;
-}
-
-/**
- * COPYs one page to the sink under the stall rules and maps what can go wrong after the first byte
- * (a stalled consumer, a failure mid-stream) and before it (database down, a value that cannot be
- * rendered) to the service's errors. Shared by every CSV-shaped feed of a dataset.
- */
-export async function streamCsv(deps: ExportDependencies, target: CsvStreamTarget): Promise<CopyOutcome> {
-  const { source, select, header, sink, dataset, organizationId, traceId, what } = target;
-  try {
-    const outcome = await copyToSink(source, select, header, sink, { chunkBytes: deps.chunkBytes, stallTimeoutMs: deps.stallTimeoutMs + CONSUMER_STALL_MARGIN_MS });
-    if (outcome.cancelled) deps.metrics?.recordStreamAbort("client_disconnect");
-    return outcome;
-  } catch (err) {
-    if (err instanceof StreamStalled) {
-      deps.metrics?.recordStreamAbort("stalled");
-      deps.logger.warn(
-        { traceId, dataset: dataset.key, organizationId, bytes: err.bytes, stalledMs: err.stalledMs },
-        `${what} consumer accepted no bytes for the stall timeout: page aborted, connection freed`,
-      );
-      throw Errors.internal();
-    }
-    if (err instanceof StreamFailedAfterFirstChunk) {
-      deps.metrics?.recordStreamAbort(isDatabaseUnavailable(err.cause) ? "upstream_error" : "render_error");
-      deps.logger.error({ err: err.cause, traceId, dataset: dataset.key, organizationId }, `${what} failed mid-stream`);
-      throw Errors.internal();
-    }
-    if (isDatabaseUnavailable(err)) throw Errors.databaseUnavailable();
-    throw notExportable(deps.logger, dataset.key, err, traceId);
-  }
-}
-
-/**
- * The page's horizon, started with its registry read when an earlier page named the key's form
- * (startHorizon): call the result with the form the registry names.
- */
-export function pageHorizonStarter(deps: ExportDependencies, request: Pick<ExportCsvRequest, "organizationId" | "datasetKey">, opts: HorizonOptions) {
-  return startHorizon((formId) => visibilityHorizon(deps.pool, request.organizationId, formId, opts), deps.formIdHints, request.organizationId, request.datasetKey);
-}
-
-export async function loadExportableDataset(
-  deps: ExportDependencies,
-  request: Pick<ExportCsvRequest, "organizationId" | "datasetKey">,
-  traceId: string | undefined,
-): Promise<PageDataset & RegistryEntry> {
-  // PostgreSQL cannot take a NUL in text: such a key names no dataset (the gateway refuses it too).
-  if (request.datasetKey.includes("\u0000")) throw Errors.datasetNotFound(request.datasetKey);
-  const entry = await withDatabase(async () => {
-    if (deps.syncRegistry) return loadCurrentRegistryEntry(deps.pool, request.organizationId, request.datasetKey, deps.syncRegistry);
-    return loadRegistryEntry(deps.pool, request.organizationId, request.datasetKey);
-  });
-  if (!entry) throw Errors.datasetNotFound(request.datasetKey);
-  if (entry.state === "failed") {
-    // The recorded cause (a rebuild's message, possibly the database's text) is for operators: the
-    // log and `exportctl`, never the problem body.
-    deps.logger.warn({ traceId, organizationId: request.organizationId, dataset: entry.key, cause: entry.error }, "export refused: dataset out of date");
-    throw Errors.datasetNotExportable(
-      `Dataset '${entry.key}' is out of date on the server side and cannot be exported right now. Other datasets are not affected; republishing the form can clear it, otherwise contact support naming the dataset.`,
-    );
-  }
-  return entry;
-}
-
-/**
- * Runs a database step; an unreachable database is DATABASE_UNAVAILABLE, AppErrors pass through.
- * The export maps its other failures itself (streamCsv, notExportable), hence not handlerErrorMapping.
- */
-export const withDatabase = unavailableMapping(isDatabaseUnavailable);
-
-/** A query that fails on the data itself: the page cannot be rendered (docs/contract.md §10: 503 DATASET_NOT_EXPORTABLE). */
-export function notExportable(logger: Logger, datasetKey: string, err: unknown, traceId: string | undefined): AppError {
-  if (err instanceof AppError) return err;
-  logger.error({ err, traceId, dataset: datasetKey }, "export query failed");
-  const reason = err instanceof UnsupportedDatasetError ? "its definition cannot be exported" : "a stored value cannot be exported";
-  return Errors.datasetNotExportable(`Dataset '${datasetKey}' cannot be exported: ${reason}. Other datasets are not affected; contact support naming the dataset.`);
-}
-
-/** The header row of a page of the dataset's rows (CSV page, rewrite feed): its column keys, then `_cursor`. */
-export const csvHeader = (dataset: PageDataset): Buffer => Buffer.from(`${headerFields(dataset).map(csvField).join(",")}\n`, "utf8");
-
-/** RFC 4180 quoting for the header row (column keys are identifiers, so this rarely quotes). */
-export function csvField(value: string): string {
-  return /[",\r\n]/.test(value) || value === "" ? `"${value.replace(/"/g, '""')}"` : value;
-}
-
-// The server-stream sink is packages/rpc's (export-deletions.ts takes it from here).
-export { grpcSink };

@@ -4,11 +4,10 @@ import { buildDeletionsQuery, DELETIONS_HEADER, formIdOfDataset, tombstoneScope,
 import { create } from "@bufbuild/protobuf";
 import { ExportDeletionsResponseSchema, type ExportDeletionsRequest } from "@exportsvc/proto";
 import type { ChunkSink } from "../copy-stream";
-import { callTraceId } from "@exportsvc/rpc";
+import { callTraceId, grpcSink } from "@exportsvc/rpc";
 import { resolveCursor } from "../cursor-check";
 import {
   csvField,
-  grpcSink,
   loadExportableDataset,
   notExportable,
   onOrganizationShare,
@@ -17,7 +16,7 @@ import {
   withDatabase,
   type DeletionsCall,
   type ExportDependencies,
-} from "./export-csv";
+} from "../pages";
 import { checkDeletionsParameters } from "../parameters";
 
 const HEADER = Buffer.from(`${DELETIONS_HEADER.map(csvField).join(",")}\n`, "utf8");

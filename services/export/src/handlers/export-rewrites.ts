@@ -4,11 +4,10 @@ import { buildRewritesQuery, rewriteKinds, siteNameLookup, type CursorPosition, 
 import { create } from "@bufbuild/protobuf";
 import { ExportRewritesResponseSchema, type ExportRewritesRequest } from "@exportsvc/proto";
 import type { ChunkSink } from "../copy-stream";
-import { callTraceId } from "@exportsvc/rpc";
+import { callTraceId, grpcSink } from "@exportsvc/rpc";
 import { resolveCursor } from "../cursor-check";
 import {
   csvHeader,
-  grpcSink,
   loadExportableDataset,
   notExportable,
   onOrganizationShare,
@@ -16,7 +15,7 @@ import {
   withDatabase,
   type ExportDependencies,
   type RewritesCall,
-} from "./export-csv";
+} from "../pages";
 import { checkDeletionsParameters } from "../parameters";
 import { visibilityHorizon } from "../visibility";
 
