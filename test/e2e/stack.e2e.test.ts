@@ -229,4 +229,5 @@ const BACKGROUND_FAN_OUT: RegExp[] = [
   /FROM form_dataset_changes\s+WHERE \(\$1::uuid IS NULL OR organization_id = \$1\) ORDER BY seq LIMIT 1/, // maintenance lag gauge
   /^SELECT organization_id, form_id FROM form_dataset_pending_floors\s+WHERE held AND/, // maintenance: pending floors held back, oldest first
   /^WITH doomed AS \(\s*SELECT organization_id, scope, deleted_at, id, seq FROM dataset_tombstones\s+WHERE deleted_at </, // retention: prune tombstones of every organization
+  /^WITH doomed AS \(\s*SELECT organization_id, kind, rewritten_at, record_id, seq FROM dataset_rewrite_log\s+WHERE rewritten_at </, // retention: prune rewrite log entries of every organization
 ];
