@@ -178,12 +178,12 @@ describe("conformance: listing, authentication, errors, open endpoints", () => {
       expect(Number.isNaN(Date.parse(body.buildDate))).toBe(false);
     });
 
-    it("GET /swagger/v1/swagger.json: OpenAPI 3 of the data endpoints only (listing, CSV, deletion feed; no open endpoints)", async () => {
+    it("GET /swagger/v1/swagger.json: OpenAPI 3 of the data endpoints only (listing, CSV, deletion and rewrite feeds; no open endpoints)", async () => {
       const res = await fetch(`${e2e.baseUrl}/swagger/v1/swagger.json`);
       expect(res.status).toBe(200);
       const doc = (await res.json()) as any;
       expect(doc.openapi).toMatch(/^3\./);
-      expect(Object.keys(doc.paths).sort()).toEqual(["/v1/datasets", "/v1/datasets/{datasetKey}/csv", "/v1/datasets/{datasetKey}/deletions"]);
+      expect(Object.keys(doc.paths).sort()).toEqual(["/v1/datasets", "/v1/datasets/{datasetKey}/csv", "/v1/datasets/{datasetKey}/deletions", "/v1/datasets/{datasetKey}/rewrites"]);
     });
   });
 });

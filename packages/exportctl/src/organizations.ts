@@ -135,10 +135,21 @@ export async function deleteOrganization(
     const droppedTables = await dropFormDatasetTables(client, id);
     // Source data first: its triggers write change-log rows, which the sweep below then removes.
     await client.query("DELETE FROM organizations WHERE id = $1", [id]);
-    const deletedRows = await deleteFromEveryOrganizationTable(client, id);
+    // A sweep's deletes can fire triggers that log into tables it has already swept (a link row's
+    // delete logs a rewrite entry): sweep again until a pass finds nothing.
+    const deletedRows: Record<string, number> = {};
+    for (let pass = 0; ; pass++) {
+      const swept = await deleteFromEveryOrganizationTable(client, id);
+      if (Object.keys(swept).length === 0) break;
+      if (pass === MAX_SWEEPS) throw new Error(`org delete: rows still appear after ${MAX_SWEEPS} sweeps in ${Object.keys(swept).join(", ")}`);
+      for (const [table, n] of Object.entries(swept)) deletedRows[table] = (deletedRows[table] ?? 0) + n;
+    }
     return { id, name: org.rows[0].name, activeKeys, droppedTables, deletedRows };
   });
 }
+
+/** Sweeps over every organization table before org delete gives up (each pass removes what the previous one's triggers logged). */
+const MAX_SWEEPS = 5;
 
 async function dropFormDatasetTables(client: PoolClient, id: string): Promise<number> {
   const present = await client.query<{ ok: boolean }>("SELECT to_regclass('form_ds.dataset_tables') IS NOT NULL AS ok");

@@ -36,12 +36,12 @@ describe("open endpoints", () => {
     expect(await res.json()).toEqual({ imageTag: "1.2.3", commit: "abc123", buildDate: "2026-11-22T00:00:00Z", version: "0.1.0" });
   });
 
-  it("GET /swagger/v1/swagger.json describes the data endpoints only (listing, CSV, deletion feed)", async () => {
+  it("GET /swagger/v1/swagger.json describes the data endpoints only (listing, CSV, deletion and rewrite feeds)", async () => {
     const res = await fetch(`${h.url}/swagger/v1/swagger.json`);
     expect(res.status).toBe(200);
     const doc = (await res.json()) as { openapi: string; paths: Record<string, unknown> };
     expect(doc.openapi).toMatch(/^3\./);
-    expect(Object.keys(doc.paths).sort()).toEqual(["/v1/datasets", "/v1/datasets/{datasetKey}/csv", "/v1/datasets/{datasetKey}/deletions"]);
+    expect(Object.keys(doc.paths).sort()).toEqual(["/v1/datasets", "/v1/datasets/{datasetKey}/csv", "/v1/datasets/{datasetKey}/deletions", "/v1/datasets/{datasetKey}/rewrites"]);
   });
 });
 
