@@ -1,6 +1,6 @@
 import type { Pool } from "pg";
 import { inTransaction } from "@exportsvc/db";
-import { RESOURCE_KINDS as STORED_RESOURCE_KINDS, RESOURCES, type ResourceSectionName } from "@exportsvc/datasets";
+import { RECORD_REFERENCES, RESOURCE_KINDS as STORED_RESOURCE_KINDS, RESOURCES, type ReferringSection, type ResourceSectionName } from "@exportsvc/datasets";
 import { applyDocument, type ApplyDocumentInput } from "@exportsvc/exportctl";
 import { Random } from "./random";
 
@@ -60,22 +60,10 @@ interface DeviationModel {
 
 /** Resource sections of the apply document the generator writes, and how a record of each is made. */
 const RESOURCE_KINDS: ResourceSectionName[] = STORED_RESOURCE_KINDS.map((kind) => RESOURCES[kind].section);
-type ResourceKind = ResourceSectionName | "sites" | "teams";
+type ResourceKind = ReferringSection;
 
-/** Reference properties of each section: a deleted target is dropped from the record when it is stated again. */
-const REFERENCES: Partial<Record<ResourceKind, Record<string, ResourceKind>>> = {
-  suppliers: { products: "products" },
-  customers: { products: "products" },
-  products: { productCategoryId: "productCategories", sites: "sites" },
-  productCategories: { parentId: "productCategories" },
-  equipment: { siteId: "sites" },
-  chemicals: { sites: "sites" },
-  employees: { teams: "teams", sites: "sites" },
-  areas: { siteId: "sites" },
-  lots: { productId: "products", siteId: "sites" },
-  recipes: { outputProductId: "products" },
-  documents: { sites: "sites", teams: "teams" },
-};
+/** Reference properties of each section (the domain's): a deleted target is dropped from the record when it is stated again. */
+const REFERENCES: Partial<Record<ResourceKind, Record<string, ResourceKind>>> = RECORD_REFERENCES;
 
 const TIME_ZONES = ["UTC", "Europe/Berlin", "America/Chicago", "Asia/Tokyo", "Australia/Sydney", "America/Sao_Paulo"];
 

@@ -1,4 +1,5 @@
 import type { AttributeType, CoreColumn, DataType, FixedDatasetDefinition, ResourceKind } from "./types";
+import type { Queryable } from "./registry";
 
 const col = (key: string, dataType: DataType = "text", label?: string): CoreColumn =>
   label === undefined ? { key, dataType } : { key, dataType, label };
@@ -144,3 +145,22 @@ export const RESERVED_RESOURCE_COLUMNS = ["id", "last_modified", "row_index", "r
 
 /** The appended paging column, last in every dataset. */
 export const CURSOR_COLUMN = { key: "_cursor", dataType: "text" as DataType };
+
+/** A custom attribute definition of an organization, as the fixed datasets' columns are built from it. */
+export interface OrganizationAttribute {
+  id: string;
+  resource_kind: string;
+  key: string;
+  name: string;
+  type: AttributeType;
+}
+
+/** The organization's custom attribute definitions in column order (resource kind, position, creation). */
+export async function loadOrganizationAttributes(db: Queryable, organizationId: string): Promise<OrganizationAttribute[]> {
+  const { rows } = await db.query<OrganizationAttribute>(
+    `SELECT id, resource_kind, key, name, type FROM custom_attribute_definitions
+        WHERE organization_id = $1 ORDER BY resource_kind, position, created_at, id`,
+    [organizationId],
+  );
+  return rows;
+}

@@ -2,6 +2,7 @@ export * from "./types";
 export * from "./domain";
 export * from "./definitions";
 export * from "./registry";
+export * from "./registry-sync-queue";
 export * from "./cursor";
 export * from "./sql";
 export * from "./tombstones";

@@ -36,3 +36,22 @@ export async function organizationListingState(db: Queryable, organizationId: st
 export function settledEtagHolds(state: OrganizationListingState, settledVersion: string): boolean {
   return !state.syncNeeded && !state.pending && state.version === settledVersion;
 }
+
+const LISTING_VERSION = preparedStatement("catalog-listing-version", "SELECT version::text AS version FROM dataset_listing_versions WHERE organization_id = $1");
+
+/** The organization's stored listing version (migration 085), or null when it has none yet. */
+export async function storedListingVersion(db: Queryable, organizationId: string): Promise<string | null> {
+  const { rows } = await db.query<{ version: string }>({ ...LISTING_VERSION, values: [organizationId] });
+  return rows[0]?.version ?? null;
+}
+
+const LATEST_SETTLES_AT = preparedStatement(
+  "catalog-latest-settles-at",
+  "SELECT (extract(epoch FROM max(settles_at)) * 1000000)::bigint::text AS settles FROM dataset_changes WHERE organization_id = $1",
+);
+
+/** The organization's latest dataset change settles_at (µs since the Unix epoch), null when it has none. */
+export async function latestSettlesAtMicros(db: Queryable, organizationId: string): Promise<bigint | null> {
+  const { rows } = await db.query<{ settles: string | null }>({ ...LATEST_SETTLES_AT, values: [organizationId] });
+  return rows[0].settles === null ? null : BigInt(rows[0].settles);
+}

@@ -291,3 +291,25 @@ export function rowShape(dataset: Pick<RegistryEntry, "kind" | "sourceRef">): st
   const material = JSON.stringify([ROW_SHAPE_VERSION, dataset.kind, positionColumns(dataset.kind), dataset.sourceRef]);
   return `row:${createHash("sha256").update(material).digest("hex")}`;
 }
+
+/**
+ * Every row shape fingerprint an organization's dataset keys have had: the registry rows (current and
+ * retired) and dataset_shape_history, for checking which binding a cursor was issued under.
+ */
+export async function loadKnownShapes(
+  db: Queryable,
+  organizationId: string,
+): Promise<{
+  rows: Array<{ key: string; kind: DatasetKind; source_ref: string; shape_fingerprint: string }>;
+  history: Array<{ dataset_key: string; shape_fingerprint: string }>;
+}> {
+  const { rows } = await db.query<{ key: string; kind: DatasetKind; source_ref: string; shape_fingerprint: string }>(
+    `SELECT key, kind, source_ref, shape_fingerprint FROM dataset_registry WHERE organization_id = $1`,
+    [organizationId],
+  );
+  const history = await db.query<{ dataset_key: string; shape_fingerprint: string }>(
+    `SELECT dataset_key, shape_fingerprint FROM dataset_shape_history WHERE organization_id = $1`,
+    [organizationId],
+  );
+  return { rows, history: history.rows };
+}

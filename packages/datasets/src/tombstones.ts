@@ -1,3 +1,4 @@
+import { preparedStatement } from "@exportsvc/common";
 import type { Queryable } from "./registry";
 
 /** Default of TOMBSTONE_RETENTION_DAYS: how long a dataset's deletion feed keeps a tombstone. */
@@ -62,4 +63,68 @@ async function pruneFeedLog(db: Queryable, feed: keyof typeof FEED_LOGS, retenti
     total += pruned;
     if (pruned < PRUNE_BATCH) return total;
   }
+}
+
+const DELETIONS_PRUNED_PAST = preparedStatement(
+  "deletions-pruned-past",
+  `SELECT (pruned_through_at, pruned_through_id) > ('epoch'::timestamptz + $3::bigint * interval '1 microsecond', $4::uuid) AS expired
+     FROM dataset_tombstone_watermarks WHERE organization_id = $1 AND scope = $2`,
+);
+
+/**
+ * True when retention pruned a tombstone of this scope after the position (µs, id): a deletion-feed
+ * client there would miss it. A position at or after the newest pruned tombstone lost nothing.
+ */
+export async function tombstonesPrunedPast(db: Queryable, organizationId: string, scope: string, afterMicros: bigint, afterId: string): Promise<boolean> {
+  const { rows } = await db.query<{ expired: boolean }>({ ...DELETIONS_PRUNED_PAST, values: [organizationId, scope, afterMicros.toString(), afterId] });
+  return rows[0]?.expired ?? false;
+}
+
+const REWRITES_PRUNED_PAST = preparedStatement(
+  "rewrites-pruned-past",
+  `SELECT EXISTS (
+     SELECT 1 FROM dataset_rewrite_watermarks
+      WHERE organization_id = $1 AND kind = ANY ($2::text[])
+        AND (pruned_through_at > 'epoch'::timestamptz + $3::bigint * interval '1 microsecond'
+             OR (pruned_through_at = 'epoch'::timestamptz + $3::bigint * interval '1 microsecond' AND NOT $4::boolean))) AS expired`,
+);
+
+/**
+ * True when retention pruned a rewrite-log entry of these kinds at or after the position's group
+ * (after it, when `groupEnded`): a rewrite-feed client there would miss rows.
+ */
+export async function rewritesPrunedPast(db: Queryable, organizationId: string, kinds: string[], afterMicros: bigint, groupEnded: boolean): Promise<boolean> {
+  const { rows } = await db.query<{ expired: boolean }>({ ...REWRITES_PRUNED_PAST, values: [organizationId, kinds, afterMicros.toString(), groupEnded] });
+  return rows[0]?.expired ?? false;
+}
+
+const PENDING_TOMBSTONES_HORIZON = preparedStatement(
+  "deletions-pending-tombstones",
+  `WITH pending AS (
+       SELECT c.submission_id, c.created_at FROM form_dataset_changes c
+        WHERE c.organization_id = $1 AND c.form_id = $3::uuid AND c.kind = 'submission')
+     SELECT (extract(epoch FROM min(t.deleted_at)) * 1000000)::bigint::text AS horizon
+       FROM dataset_tombstones t
+      WHERE t.organization_id = $1 AND t.scope = $2
+        AND t.deleted_at >= (SELECT min(created_at) FROM pending)
+        AND t.id IN (SELECT submission_id FROM pending)`,
+);
+
+/**
+ * A form feed's tombstones wait until the materialized table no longer holds their row: the
+ * submission's change is consumed by the schema service (normally within a second). Served earlier, a
+ * client could apply the tombstone and then receive the stale row from the CSV endpoint, which the
+ * horizon of the rows (services/export/src/visibility.ts) may still hold back, and keep it for ever. The feed's horizon is
+ * therefore also the oldest tombstone of this form whose submission still has a pending change
+ * (µs since the Unix epoch; undefined when there is none, and for resource and deviation feeds, whose
+ * rows are read live).
+ */
+export async function pendingTombstonesHorizon(db: Queryable, organizationId: string, scope: string): Promise<bigint | undefined> {
+  if (!scope.startsWith("form:")) return undefined;
+  // A delete writes its change row (trigger submissions_form_ds_del) before its tombstone
+  // (submissions_tombstones_del: triggers fire in name order), so a pending change's tombstone is no
+  // older than the change: only the feed's newest stretch is scanned, on its (organization, scope,
+  // deleted_at) key, with no index on tombstone ids for deletes to maintain.
+  const { rows } = await db.query<{ horizon: string | null }>({ ...PENDING_TOMBSTONES_HORIZON, values: [organizationId, scope, scope.slice("form:".length)] });
+  return rows[0].horizon === null ? undefined : BigInt(rows[0].horizon);
 }

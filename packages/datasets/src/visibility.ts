@@ -210,11 +210,11 @@ export class ReplicaBehindError extends Error {
 }
 
 /**
- * The primary's WAL insert position, read in a statement after the session list: every transaction
- * that had committed when the list was read has its commit record before it (insert position, so
- * that it holds with synchronous_commit = off too).
+ * The primary's WAL insert position: every transaction that had committed before this statement has
+ * its commit record before it (insert position, so that it holds with synchronous_commit = off too).
+ * The horizon reads it after the session list; the catalog's listing before reading the registry.
  */
-async function primaryPositionAfterSessions(primary: Queryable): Promise<string> {
+export async function primaryWalInsertLsn(primary: Queryable): Promise<string> {
   return (await primary.query<{ lsn: string }>("SELECT pg_current_wal_insert_lsn()::text AS lsn")).rows[0].lsn;
 }
 
@@ -243,7 +243,7 @@ export async function pageHorizon(db: Queryable, organizationId: string, formId:
   const floor = formId !== null && rows[0].pending !== null ? { pending: rows[0].pending, held: rows[0].held ?? true } : undefined;
   let pageSource = db;
   if (readReplica) {
-    await awaitReplayed(readReplica.replica, await primaryPositionAfterSessions(db), readReplica.maxWaitMs, readReplica.pollMs);
+    await awaitReplayed(readReplica.replica, await primaryWalInsertLsn(db), readReplica.maxWaitMs, readReplica.pollMs);
     pageSource = readReplica.replica;
   }
   const pending =

@@ -46,3 +46,8 @@ export function isDatabaseUnavailable(err: unknown): boolean {
   }
   return /Connection terminated|timeout exceeded when trying to connect|Client has encountered a connection error/i.test(e.message ?? "");
 }
+
+/** A round trip to the database (`SELECT 1`): what a readiness probe asks of it. */
+export async function pingDatabase(pool: Pick<Pool, "query">): Promise<void> {
+  await pool.query("SELECT 1");
+}

@@ -1,6 +1,6 @@
 import type { Pool } from "pg";
 import { AppError, Errors } from "@exportsvc/common";
-import { deletionsShape, rewritesShape, rowShape, type CursorBinding, type CursorCodec, type CursorPosition, type CursorProblem, type DatasetKind, type PageDataset } from "@exportsvc/datasets";
+import { deletionsShape, loadKnownShapes, rewritesShape, rowShape, type CursorBinding, type CursorCodec, type CursorPosition, type CursorProblem, type DatasetKind, type PageDataset } from "@exportsvc/datasets";
 
 const DETAILS: Record<CursorProblem, string> = {
   empty: "The cursor parameter is empty. Omit cursor to start from the first page.",
@@ -42,14 +42,7 @@ interface KnownBinding extends CursorBinding {
  * reveals that some other organization has a dataset of that key.
  */
 async function knownBindings(pool: Pool, organizationId: string): Promise<KnownBinding[]> {
-  const { rows } = await pool.query<{ key: string; kind: DatasetKind; source_ref: string; shape_fingerprint: string }>(
-    `SELECT key, kind, source_ref, shape_fingerprint FROM dataset_registry WHERE organization_id = $1`,
-    [organizationId],
-  );
-  const history = await pool.query<{ dataset_key: string; shape_fingerprint: string }>(
-    `SELECT dataset_key, shape_fingerprint FROM dataset_shape_history WHERE organization_id = $1`,
-    [organizationId],
-  );
+  const { rows, history } = await loadKnownShapes(pool, organizationId);
   const shapes = (feed: Feed) =>
     rows.flatMap((r) => {
       try {
@@ -63,7 +56,7 @@ async function knownBindings(pool: Pool, organizationId: string): Promise<KnownB
     ...shapes("deletions"),
     ...shapes("rewrites"),
     ...rows.map((r) => ({ organizationId, datasetKey: r.key, rowShape: r.shape_fingerprint, feed: "rows" as const, legacy: true })),
-    ...history.rows.map((r) => ({ organizationId, datasetKey: r.dataset_key, rowShape: r.shape_fingerprint, feed: "rows" as const, legacy: true })),
+    ...history.map((r) => ({ organizationId, datasetKey: r.dataset_key, rowShape: r.shape_fingerprint, feed: "rows" as const, legacy: true })),
   ];
 }
 

@@ -1,4 +1,5 @@
 import type { Pool } from "pg";
+import { pingDatabase } from "@exportsvc/db";
 import type { DatabaseProbe } from "./routes/open";
 
 /**
@@ -12,7 +13,7 @@ export function databaseProbe(pool: Pool, timeoutMs: number): DatabaseProbe {
       timer = setTimeout(() => reject(new Error(`database did not answer within ${timeoutMs} ms`)), timeoutMs);
     });
     try {
-      await Promise.race([pool.query("SELECT 1"), timeout]);
+      await Promise.race([pingDatabase(pool), timeout]);
     } finally {
       clearTimeout(timer);
     }

@@ -62,6 +62,29 @@ export const OTHER_RECORDS = {
   deviations: { section: "deviations", table: "deviations", noun: "deviation" },
 } as const satisfies Record<string, RecordKindInfo>;
 
+/** Apply-document sections whose records may refer to other records: the resource kinds, sites and teams. */
+export type ReferringSection = ResourceSectionName | "sites" | "teams";
+
+/**
+ * The reference properties of each section's records (apply-document field -> section of the record it
+ * names); a parent is of the record's own section. exportctl checks them, the churn generator keeps
+ * them pointing at live records.
+ */
+export const RECORD_REFERENCES: Partial<Record<ReferringSection, Record<string, ReferringSection>>> = {
+  sites: { parentId: "sites" },
+  employees: { teams: "teams", sites: "sites" },
+  suppliers: { products: "products", parents: "suppliers" },
+  customers: { products: "products" },
+  productCategories: { parentId: "productCategories" },
+  products: { productCategoryId: "productCategories", sites: "sites" },
+  areas: { parentId: "areas", siteId: "sites" },
+  equipment: { siteId: "sites", areaId: "areas" },
+  chemicals: { sites: "sites" },
+  lots: { productId: "products", siteId: "sites" },
+  recipes: { outputProductId: "products" },
+  documents: { sites: "sites", teams: "teams" },
+};
+
 /** Resource kinds whose records carry custom attributes, keyed by apply-document section. */
 export type AttributeResourceKind = { [K in ResourceKind]: (typeof RESOURCES)[K]["attributes"] extends true ? K : never }[ResourceKind];
 export const ATTRIBUTE_RESOURCE_KINDS = RESOURCE_KINDS.filter((k) => RESOURCES[k].attributes) as AttributeResourceKind[];

@@ -1,4 +1,5 @@
 import type { PoolClient } from "pg";
+import { RECORD_REFERENCES, type ReferringSection } from "@exportsvc/datasets";
 import { DELETABLE_SECTIONS, type ApplyDocument } from "./schema";
 import { NOUN_OF, TABLE_OF, type RefKind } from "./tables";
 
@@ -60,25 +61,10 @@ export class ReferenceChecker {
   }
 }
 
-const RELATION_KINDS: Record<string, RefKind> = {
-  products: "products",
-  parents: "suppliers",
-  sites: "sites",
-  teams: "teams",
-  parentId: "sites",
-  siteId: "sites",
-  areaId: "areas",
-  productId: "products",
-  productCategoryId: "productCategories",
-  outputProductId: "products",
-};
-
 export function collectResourceReferences(section: string, rec: AnyRecord, path: string, refs: ReferenceChecker): void {
-  for (const [field, kind] of Object.entries(RELATION_KINDS)) {
+  for (const [field, target] of Object.entries(RECORD_REFERENCES[section as ReferringSection] ?? {})) {
     const value = rec[field];
     if (value === undefined || value === null) continue;
-    // A parent is of the record's own kind.
-    const target: RefKind = field === "parentId" ? (section as RefKind) : kind;
     if (Array.isArray(value)) value.forEach((id, i) => refs.add(target, id as string, `${path}.${field}[${i}]`));
     else refs.add(target, value as string, `${path}.${field}`);
   }

@@ -37,153 +37,90 @@ export interface ResourceSection {
   attributeKind?: string;
 }
 
+const KIND_OF_SECTION = new Map<string, string>(RESOURCE_KINDS.map((kind) => [RESOURCES[kind].section, kind]));
+
+/**
+ * A section stored in its domain table: the given columns, then (resource kinds with custom
+ * attributes) the attributes column, then last_modified.
+ */
+function section(name: RefKind, columns: ColumnDef[], extra: { relations?: TableDef["relations"]; rename?: Record<string, string> } = {}): ResourceSection {
+  const kind = KIND_OF_SECTION.get(name);
+  const attributes = kind !== undefined && RESOURCES[kind as keyof typeof RESOURCES].attributes;
+  return {
+    section: name,
+    ...(extra.rename ? { rename: extra.rename } : {}),
+    ...(attributes ? { attributeKind: kind } : {}),
+    def: { table: TABLE_OF[name], columns: [...columns, ...(attributes ? [attributesCol] : []), stamp], ...(extra.relations ? { relations: extra.relations } : {}) },
+  };
+}
+
 export const RESOURCE_SECTIONS: ResourceSection[] = [
-  {
-    section: "sites",
-    def: { table: "sites", columns: [plain("parent_id", "uuid"), plain("name"), plain("time_zone"), stamp] },
-  },
-  { section: "teams", def: { table: "teams", columns: [plain("name"), stamp] } },
-  {
-    section: "employees",
-    attributeKind: "employees",
-    def: {
-      table: "employees",
-      columns: [...texts("first_name", "last_name", "job_title", "access_level"), attributesCol, stamp],
-      relations: [set("teams", "employee_teams", "employee_id", "team_id"), set("sites", "employee_sites", "employee_id", "site_id")],
-    },
-  },
-  {
-    section: "productCategories",
-    attributeKind: "product_categories",
-    def: { table: "product_categories", columns: [...texts("name", "description"), plain("parent_id", "uuid"), attributesCol, stamp] },
-  },
-  {
-    section: "products",
-    attributeKind: "products",
-    def: {
-      table: "products",
-      columns: [
-        ...texts("name", "description", "product_code"),
-        plain("product_type", "integer"),
-        plain("product_category_id", "uuid"),
-        plain("allergen_status"),
-        plain("default_shelf_life_quantity", "numeric"),
-        plain("default_shelf_life_unit"),
-        attributesCol,
-        stamp,
-      ],
-      relations: [set("allergens", "product_allergens", "product_id", "allergen", "text"), set("sites", "product_sites", "product_id", "site_id")],
-    },
-  },
-  {
-    section: "suppliers",
-    attributeKind: "suppliers",
-    def: {
-      table: "suppliers",
-      columns: [
-        ...texts("name", "description", "website_url", "status", "market", "type", "street1", "street2", "city", "region", "zip_code", "country"),
-        attributesCol,
-        stamp,
-      ],
-      relations: [set("products", "supplier_products", "supplier_id", "product_id"), set("parents", "supplier_parents", "supplier_id", "parent_supplier_id")],
-    },
-  },
-  {
-    section: "customers",
-    attributeKind: "customers",
-    def: {
-      table: "customers",
-      columns: [
-        ...texts("name", "description", "website_url", "phone_number", "street1", "street2", "city", "region", "zip_code", "country"),
-        ...texts("contact_first_name", "contact_last_name", "contact_email", "contact_phone"),
-        attributesCol,
-        stamp,
-      ],
-      relations: [set("products", "customer_products", "customer_id", "product_id")],
-    },
-  },
-  {
-    section: "areas",
-    attributeKind: "areas",
-    def: {
-      table: "areas",
-      columns: [...texts("name", "description", "type"), plain("size", "numeric"), plain("size_unit"), plain("parent_id", "uuid"), plain("site_id", "uuid"), attributesCol, stamp],
-    },
-  },
-  {
-    section: "equipment",
-    attributeKind: "equipment",
-    def: {
-      table: "equipment",
-      columns: [...texts("name", "make", "model", "serial_number"), plain("site_id", "uuid"), plain("area_id", "uuid"), attributesCol, stamp],
-    },
-  },
-  {
-    section: "chemicals",
-    attributeKind: "chemicals",
-    def: {
-      table: "chemicals",
-      columns: [...texts("name", "type", "grade", "production_method"), attributesCol, stamp],
-      relations: [set("sites", "chemical_sites", "chemical_id", "site_id")],
-    },
-  },
-  {
-    section: "lots",
-    attributeKind: "lots",
-    def: {
-      table: "lots",
-      columns: [
-        ...texts("code", "description", "status"),
-        plain("quantity", "numeric"),
-        plain("unit"),
-        plain("expiry_date", "date"),
-        plain("date_received", "date"),
-        plain("date_produced", "date"),
-        plain("product_id", "uuid"),
-        plain("site_id", "uuid"),
-        attributesCol,
-        stamp,
-      ],
-    },
-  },
-  {
-    section: "recipes",
-    attributeKind: "recipes",
-    def: {
-      table: "recipes",
-      columns: [
-        ...texts("name", "description", "status"),
-        plain("output_quantity", "numeric"),
-        plain("output_unit"),
-        plain("has_unpublished_changes", "boolean"),
-        plain("output_product_id", "uuid"),
-        attributesCol,
-        stamp,
-      ],
-    },
-  },
-  {
-    section: "documents",
+  section("sites", [plain("parent_id", "uuid"), plain("name"), plain("time_zone")]),
+  section("teams", [plain("name")]),
+  section("employees", texts("first_name", "last_name", "job_title", "access_level"), {
+    relations: [set("teams", "employee_teams", "employee_id", "team_id"), set("sites", "employee_sites", "employee_id", "site_id")],
+  }),
+  section("productCategories", [...texts("name", "description"), plain("parent_id", "uuid")]),
+  section(
+    "products",
+    [
+      ...texts("name", "description", "product_code"),
+      plain("product_type", "integer"),
+      plain("product_category_id", "uuid"),
+      plain("allergen_status"),
+      plain("default_shelf_life_quantity", "numeric"),
+      plain("default_shelf_life_unit"),
+    ],
+    { relations: [set("allergens", "product_allergens", "product_id", "allergen", "text"), set("sites", "product_sites", "product_id", "site_id")] },
+  ),
+  section("suppliers", texts("name", "description", "website_url", "status", "market", "type", "street1", "street2", "city", "region", "zip_code", "country"), {
+    relations: [set("products", "supplier_products", "supplier_id", "product_id"), set("parents", "supplier_parents", "supplier_id", "parent_supplier_id")],
+  }),
+  section(
+    "customers",
+    [
+      ...texts("name", "description", "website_url", "phone_number", "street1", "street2", "city", "region", "zip_code", "country"),
+      ...texts("contact_first_name", "contact_last_name", "contact_email", "contact_phone"),
+    ],
+    { relations: [set("products", "customer_products", "customer_id", "product_id")] },
+  ),
+  section("areas", [...texts("name", "description", "type"), plain("size", "numeric"), plain("size_unit"), plain("parent_id", "uuid"), plain("site_id", "uuid")]),
+  section("equipment", [...texts("name", "make", "model", "serial_number"), plain("site_id", "uuid"), plain("area_id", "uuid")]),
+  section("chemicals", texts("name", "type", "grade", "production_method"), { relations: [set("sites", "chemical_sites", "chemical_id", "site_id")] }),
+  section("lots", [
+    ...texts("code", "description", "status"),
+    plain("quantity", "numeric"),
+    plain("unit"),
+    plain("expiry_date", "date"),
+    plain("date_received", "date"),
+    plain("date_produced", "date"),
+    plain("product_id", "uuid"),
+    plain("site_id", "uuid"),
+  ]),
+  section("recipes", [
+    ...texts("name", "description", "status"),
+    plain("output_quantity", "numeric"),
+    plain("output_unit"),
+    plain("has_unpublished_changes", "boolean"),
+    plain("output_product_id", "uuid"),
+  ]),
+  section("documents", [...texts("name", "type", "about", "status"), plain("is_archived", "boolean")], {
     rename: { archived: "is_archived" },
-    def: {
-      table: "documents",
-      columns: [...texts("name", "type", "about", "status"), plain("is_archived", "boolean"), stamp],
-      relations: [
-        set("sites", "document_sites", "document_id", "site_id"),
-        set("teams", "document_teams", "document_id", "team_id"),
-        {
-          kind: "list",
-          property: "versions",
-          unordered: true,
-          table: "document_versions",
-          ownerColumn: "document_id",
-          storedJson: `(SELECT jsonb_agg(jsonb_build_object('id', v.id, 'label', v.version_label, 'current', v.is_current_published))
+    relations: [
+      set("sites", "document_sites", "document_id", "site_id"),
+      set("teams", "document_teams", "document_id", "team_id"),
+      {
+        kind: "list",
+        property: "versions",
+        unordered: true,
+        table: "document_versions",
+        ownerColumn: "document_id",
+        storedJson: `(SELECT jsonb_agg(jsonb_build_object('id', v.id, 'label', v.version_label, 'current', v.is_current_published))
                           FROM document_versions v WHERE v.organization_id = $1 AND v.document_id = d.id)`,
-          insert: insertDocumentVersions,
-        },
-      ],
-    },
-  },
+        insert: insertDocumentVersions,
+      },
+    ],
+  }),
 ];
 
 async function insertDocumentVersions(client: PoolClient, organizationId: string, rows: Row[]): Promise<void> {

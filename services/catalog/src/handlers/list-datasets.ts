@@ -1,6 +1,17 @@
 import type { Pool } from "pg";
-import { Errors, ifNoneMatchHits, isUuid, preparedStatement, type Logger, type ServiceMetrics } from "@exportsvc/common";
-import { awaitReplayed, listingHorizon, loadRegistry, organizationListingState, ReplicaBehindError, type ListingCache, type Queryable } from "@exportsvc/datasets";
+import { Errors, ifNoneMatchHits, isUuid, type Logger, type ServiceMetrics } from "@exportsvc/common";
+import {
+  awaitReplayed,
+  latestSettlesAtMicros,
+  listingHorizon,
+  loadRegistry,
+  organizationListingState,
+  primaryWalInsertLsn,
+  ReplicaBehindError,
+  storedListingVersion,
+  type ListingCache,
+  type Queryable,
+} from "@exportsvc/datasets";
 import { buildListing, renderPieces, versionEtag } from "../listing";
 
 export interface ListDatasetsDeps {
@@ -24,7 +35,7 @@ export interface ListDatasetsDeps {
  */
 async function registrySource(deps: ListDatasetsDeps): Promise<Queryable> {
   if (!deps.readReplica) return deps.pool;
-  const { lsn } = (await deps.pool.query<{ lsn: string }>("SELECT pg_current_wal_insert_lsn()::text AS lsn")).rows[0];
+  const lsn = await primaryWalInsertLsn(deps.pool);
   try {
     await awaitReplayed(deps.readReplica.pool, lsn, deps.readReplica.maxWaitMs);
     return deps.readReplica.pool;
@@ -47,19 +58,6 @@ export interface ListDatasetsResult {
   settledVersion?: string;
 }
 
-const LISTING_VERSION = preparedStatement("catalog-listing-version", "SELECT version::text AS version FROM dataset_listing_versions WHERE organization_id = $1");
-
-/** The organization's stored listing version (migration 085), or null when it has none yet. */
-async function listingVersion(db: Queryable, organizationId: string): Promise<string | null> {
-  const { rows } = await db.query<{ version: string }>({ ...LISTING_VERSION, values: [organizationId] });
-  return rows[0]?.version ?? null;
-}
-
-const LATEST_SETTLES_AT = preparedStatement(
-  "catalog-latest-settles-at",
-  "SELECT (extract(epoch FROM max(settles_at)) * 1000000)::bigint::text AS settles FROM dataset_changes WHERE organization_id = $1",
-);
-
 /**
  * The version ETag if every dataset is settled at `version` (docs/catalog.md, "A cheap 304"), for
  * an organization with no pending form change: the organization's latest settles_at is before the
@@ -68,9 +66,8 @@ const LATEST_SETTLES_AT = preparedStatement(
  */
 async function settledEtag(db: Queryable, organizationId: string, version: string): Promise<string | undefined> {
   const horizon = await listingHorizon(db, organizationId, []);
-  const { rows } = await db.query<{ settles: string | null }>({ ...LATEST_SETTLES_AT, values: [organizationId] });
-  const { settles } = rows[0];
-  if (settles !== null && BigInt(settles) >= horizon.horizonMicros) return undefined;
+  const settles = await latestSettlesAtMicros(db, organizationId);
+  if (settles !== null && settles >= horizon.horizonMicros) return undefined;
   return versionEtag(organizationId, version);
 }
 
@@ -100,7 +97,7 @@ export async function listDatasets(deps: ListDatasetsDeps, organizationId: strin
   // Read before the registry: a change committed in between gives newer datasets under the older
   // version's ETag, which the next request then sees as changed (never the reverse).
   const source = await registrySource(deps);
-  const version = await listingVersion(source, organizationId);
+  const version = await storedListingVersion(source, organizationId);
   const entries = await loadRegistry(source, organizationId);
   // Read after the counters, and raises the organization's floor: no page served after this
   // listing uses a lower horizon than the one its tokens were computed with. Every pending form's

@@ -1,6 +1,5 @@
-import type { Pool } from "pg";
-import { Errors, preparedStatement } from "@exportsvc/common";
-import { buildRewritesQuery, rewriteKinds, siteNameLookup, type CursorPosition, type PageDataset } from "@exportsvc/datasets";
+import { Errors } from "@exportsvc/common";
+import { buildRewritesQuery, rewriteKinds, rewritesPrunedPast, siteNameLookup, type CursorPosition, type PageDataset } from "@exportsvc/datasets";
 import { create } from "@bufbuild/protobuf";
 import { ExportRewritesResponseSchema, type ExportRewritesRequest } from "@exportsvc/proto";
 import type { ChunkSink } from "../copy-stream";
@@ -18,24 +17,6 @@ import {
 } from "../pages";
 import { checkDeletionsParameters } from "../parameters";
 import { visibilityHorizon } from "../visibility";
-
-const PRUNED_PAST = preparedStatement(
-  "rewrites-pruned-past",
-  `SELECT EXISTS (
-     SELECT 1 FROM dataset_rewrite_watermarks
-      WHERE organization_id = $1 AND kind = ANY ($2::text[])
-        AND (pruned_through_at > 'epoch'::timestamptz + $3::bigint * interval '1 microsecond'
-             OR (pruned_through_at = 'epoch'::timestamptz + $3::bigint * interval '1 microsecond' AND NOT $4::boolean))) AS expired`,
-);
-
-/**
- * True when retention pruned an entry this feed reads at or after the cursor's group (after it, when
- * the cursor ended its group): rows it would have served are lost (like the deletion feed's).
- */
-async function prunedPast(pool: Pool, organizationId: string, kinds: string[], after: CursorPosition): Promise<boolean> {
-  const { rows } = await pool.query<{ expired: boolean }>({ ...PRUNED_PAST, values: [organizationId, kinds, after.lastModifiedMicros.toString(), after.rowIndex === 1] });
-  return rows[0]?.expired ?? false;
-}
 
 /**
  * ExportService.ExportRewrites: one page of a dataset's rewrite feed as CSV bytes (the dataset's own
@@ -57,7 +38,7 @@ async function rewritesPage(deps: ExportDependencies, request: ExportRewritesReq
   let after: CursorPosition | undefined;
   if (params.cursor !== undefined) {
     const position = await withDatabase(() => resolveCursor(deps.pool, deps.codec, request.organizationId, dataset, params.cursor!, "rewrites"));
-    if (await withDatabase(() => prunedPast(deps.pool, request.organizationId, rewriteKinds(dataset), position))) {
+    if (await withDatabase(() => rewritesPrunedPast(deps.pool, request.organizationId, rewriteKinds(dataset), position.lastModifiedMicros, position.rowIndex === 1))) {
       throw Errors.rewritesCursorExpired(dataset.key);
     }
     after = position;

@@ -3,9 +3,8 @@ import type { Logger } from "@exportsvc/common";
 import type { DatasetSyncer } from "../sync/syncer";
 import { inTransaction } from "@exportsvc/db";
 import { runSyncers } from "../sync/organization-sync";
-import { SERVICE_APPLICATION_NAME } from "@exportsvc/datasets";
+import { claimQueuedRegistrySync, deleteQueuedRegistrySync, REGISTRY_SYNC_CHANNEL, SERVICE_APPLICATION_NAME } from "@exportsvc/datasets";
 
-export const REGISTRY_SYNC_CHANNEL = "registry_sync";
 const MAX_RECONNECT_DELAY_MS = 30_000;
 
 export interface RegistrySyncWorkerOptions {
@@ -93,16 +92,10 @@ export class RegistrySyncWorker {
     const { pool, syncers, log } = this.options;
     let organizationId: string | undefined;
     return inTransaction(pool, async (client) => {
-      const { rows } = await client.query<{ organization_id: string }>(
-        `SELECT organization_id FROM registry_sync_queue
-          WHERE organization_id <> ALL($1::uuid[])
-          ORDER BY requested_at LIMIT 1 FOR UPDATE SKIP LOCKED`,
-        [failed],
-      );
-      if (rows.length === 0) return false;
-      organizationId = rows[0].organization_id;
+      organizationId = await claimQueuedRegistrySync(client, failed);
+      if (organizationId === undefined) return false;
       const changed = await runSyncers(client, organizationId, syncers);
-      await client.query("DELETE FROM registry_sync_queue WHERE organization_id = $1", [organizationId]);
+      await deleteQueuedRegistrySync(client, organizationId);
       log.debug({ organizationId, changed }, "registry synced from queue");
       return true;
     }).catch((err) => {

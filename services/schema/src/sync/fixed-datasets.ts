@@ -4,21 +4,14 @@ import {
   RESERVED_RESOURCE_COLUMNS,
   attributeDataType,
   lockRegistryRowsByKey,
-  type AttributeType,
+  loadOrganizationAttributes,
+  type OrganizationAttribute,
   type ColumnSpec,
   type FixedDatasetDefinition,
 } from "@exportsvc/datasets";
 import { assignUniqueNames, composedName } from "@exportsvc/naming";
 import type { DatasetSyncer } from "./syncer";
 import { writeRegistryEntry, type DesiredRegistryEntry } from "./registry-store";
-
-interface AttributeDefinition {
-  id: string;
-  resource_kind: string;
-  key: string;
-  name: string;
-  type: AttributeType;
-}
 
 /**
  * Columns of a fixed dataset: core columns in CSV order, then (resource kinds with custom
@@ -28,7 +21,7 @@ interface AttributeDefinition {
  */
 export function fixedDatasetEntry(
   definition: FixedDatasetDefinition,
-  attributes: readonly AttributeDefinition[],
+  attributes: readonly OrganizationAttribute[],
   previous: Record<string, string>,
 ): DesiredRegistryEntry {
   const core: ColumnSpec[] = definition.coreColumns.map((c) => ({
@@ -62,11 +55,7 @@ export function fixedDatasetEntry(
 export const fixedDatasetsSyncer: DatasetSyncer = {
   name: "fixed-datasets",
   async sync(client: PoolClient, organizationId: string): Promise<number> {
-    const { rows: attributes } = await client.query<AttributeDefinition>(
-      `SELECT id, resource_kind, key, name, type FROM custom_attribute_definitions
-        WHERE organization_id = $1 ORDER BY resource_kind, position, created_at, id`,
-      [organizationId],
-    );
+    const attributes = await loadOrganizationAttributes(client, organizationId);
     const stored = await lockRegistryRowsByKey(
       client,
       organizationId,

@@ -1,13 +1,11 @@
 import type { Pool, PoolClient } from "pg";
+import { deleteQueuedRegistrySync, lockOrganizationRegistry, lockQueuedRegistrySync } from "@exportsvc/datasets";
 import { inTransaction } from "@exportsvc/db";
 import type { DatasetSyncer } from "./syncer";
 
-// Namespace of the per-organization advisory lock (two-key form: namespace, hashtext(org id)).
-const REGISTRY_LOCK_NAMESPACE = 724_311_902;
-
 /** Runs every syncer for the organization under its advisory lock, in the caller's transaction. */
 export async function runSyncers(client: PoolClient, organizationId: string, syncers: readonly DatasetSyncer[]): Promise<number> {
-  await client.query("SELECT pg_advisory_xact_lock($1, hashtext($2))", [REGISTRY_LOCK_NAMESPACE, organizationId]);
+  await lockOrganizationRegistry(client, organizationId);
   let changed = 0;
   for (const syncer of syncers) changed += await syncer.sync(client, organizationId);
   return changed;
@@ -22,9 +20,9 @@ export async function runSyncers(client: PoolClient, organizationId: string, syn
  */
 export function syncOrganization(pool: Pool, organizationId: string, syncers: readonly DatasetSyncer[]): Promise<number> {
   return inTransaction(pool, async (client) => {
-    const queued = await client.query("SELECT 1 FROM registry_sync_queue WHERE organization_id = $1 FOR UPDATE", [organizationId]);
+    const queued = await lockQueuedRegistrySync(client, organizationId);
     const changed = await runSyncers(client, organizationId, syncers);
-    if (queued.rowCount) await client.query("DELETE FROM registry_sync_queue WHERE organization_id = $1", [organizationId]);
+    if (queued) await deleteQueuedRegistrySync(client, organizationId);
     return changed;
   });
 }
