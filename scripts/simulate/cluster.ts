@@ -135,7 +135,7 @@ export async function startCluster(opts: ClusterOptions): Promise<Cluster> {
       await proxy.close().catch(() => undefined);
       await stopChild(redis);
       await pg.stop().catch(() => undefined);
-      if (!opts.dataDir) rmSync(dataDir, { recursive: true, force: true });
+      if (!opts.dataDir && !process.env.SIM_KEEP_DATA) rmSync(dataDir, { recursive: true, force: true });
     },
   };
 }

@@ -74,6 +74,8 @@ export interface SoakReport {
   consumerErrors: string[];
   samples: Sample[];
   overall: Partial<Record<Endpoint, EndpointSummary>>;
+  /** The same from minute 5 (the middle of a shorter run): what the latency targets judge. */
+  fromBaseline: Partial<Record<Endpoint, EndpointSummary>>;
   serverErrors: number;
   memory: { service: string; baselineMinute: number; baselineBytes: number | null; endBytes: number | null; growthPercent: number | null }[];
   targets: { name: string; value: string; met: boolean }[];
@@ -153,8 +155,13 @@ export async function soak(opts: SoakOptions): Promise<SoakReport> {
     const shouldStop = () => stopping || Date.now() - startedAt >= runMs;
 
     const samples: Sample[] = [];
+    // Memory and latency are judged from minute 5 (the middle of a shorter run): before it, every
+    // copy makes its first full read at once, a herd of initial backfills production never sees.
+    const baselineT = Math.min(300, runMs / 2000);
+    let baselineObservation: number | undefined;
     const sample = async () => {
       const t = (Date.now() - startedAt) / 1000;
+      if (baselineObservation === undefined && t >= baselineT) baselineObservation = recorder.all.length;
       const endpoints = summarize(recorder.takeWindow());
       const services = await Promise.all(
         SERVICES.map(async (service) => ({
@@ -227,24 +234,25 @@ export async function soak(opts: SoakOptions): Promise<SoakReport> {
     for (const c of consumers) for (const [k, n] of Object.entries(c.counters)) consumerTotals[k as keyof ConsumerCounters] = (consumerTotals[k as keyof ConsumerCounters] ?? 0) + n;
     const consumerErrors = consumers.flatMap((c) => c.errors).slice(0, 30);
     const overall = summarize(runObservations);
+    const fromBaseline = summarize(runObservations.slice(baselineObservation ?? 0));
     const fivexx = serverErrors(runObservations);
     if (!opts.faults && fivexx > 0) problems.push(`${fivexx} response(s) ≥ 500 without faults`);
 
     // Memory: every service's RSS at the end against minute 5 (or the middle of a shorter run).
-    const baselineT = Math.min(300, runSeconds / 2);
     const baseline = samples.find((s) => s.t >= baselineT) ?? samples[0];
+    const baselineMinute = Math.round((baseline?.t ?? 0) / 6) / 10;
     const end = samples[samples.length - 1];
     const memory = SERVICES.map((service) => {
       const b = baseline?.services.find((s) => s.service === service)?.rssBytes ?? null;
       const e = end?.services.find((s) => s.service === service)?.rssBytes ?? null;
-      return { service, baselineMinute: Math.round((baseline?.t ?? 0) / 6) / 10, baselineBytes: b, endBytes: e, growthPercent: b && e ? ((e - b) / b) * 100 : null };
+      return { service, baselineMinute, baselineBytes: b, endBytes: e, growthPercent: b && e ? ((e - b) / b) * 100 : null };
     });
     const fmt = (n: number | null | undefined) => (n == null ? "-" : n.toFixed(1));
     const targets = [
       { name: "responses ≥ 500" + (opts.faults ? " (faults on: reported, not a target)" : ""), value: String(fivexx), met: opts.faults || fivexx === 0 },
       ...memory.map((m) => ({ name: `${m.service} RSS at the end within +10 % of minute ${m.baselineMinute}`, value: m.growthPercent === null ? "-" : `${m.growthPercent >= 0 ? "+" : ""}${m.growthPercent.toFixed(1)} %`, met: m.growthPercent !== null && m.growthPercent <= 10 })),
-      { name: "listing p99 < 50 ms", value: `${fmt(overall.listing?.p99)} ms`, met: (overall.listing?.p99 ?? Infinity) < 50 },
-      { name: "page time to first byte p99 < 200 ms", value: `${fmt(overall.page?.p99)} ms`, met: (overall.page?.p99 ?? Infinity) < 200 },
+      { name: `listing p99 < 50 ms from minute ${baselineMinute}`, value: `${fmt(fromBaseline.listing?.p99)} ms (whole run ${fmt(overall.listing?.p99)} ms)`, met: (fromBaseline.listing?.p99 ?? Infinity) < 50 },
+      { name: `page time to first byte p99 < 200 ms from minute ${baselineMinute}`, value: `${fmt(fromBaseline.page?.p99)} ms (whole run ${fmt(overall.page?.p99)} ms)`, met: (fromBaseline.page?.p99 ?? Infinity) < 200 },
       { name: "every copy equal to its source", value: `${opts.orgs - failedOrganizations.length} of ${opts.orgs}`, met: failedOrganizations.length === 0 && verdicts.length === opts.orgs },
     ];
     const organizations = { small: 0, medium: 0, large: 0 } as Record<Size, number>;
@@ -263,6 +271,7 @@ export async function soak(opts: SoakOptions): Promise<SoakReport> {
       consumerErrors,
       samples,
       overall,
+      fromBaseline,
       serverErrors: fivexx,
       memory,
       targets,

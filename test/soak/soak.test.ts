@@ -53,6 +53,10 @@ describe("npm run soak", () => {
       expect(report.consumers.passes).toBeGreaterThan(20);
       // Every listing answered 200 or 304 (how many 304s depends on how busy the machine is).
       expect(Object.keys(report.overall.listing.statuses).every((s) => s === "200" || s === "304")).toBe(true);
+      // Latency is judged from the baseline (the middle of a one-minute run): a later part of the same requests.
+      expect(report.fromBaseline.listing.requests).toBeGreaterThan(0);
+      expect(report.fromBaseline.listing.requests).toBeLessThan(report.overall.listing.requests);
+      expect(report.targets.map((t: { name: string }) => t.name)).toContain("listing p99 < 50 ms from minute 0.5");
       expect(report.serverErrors).toBe(0);
       expect(report.totals).toMatchObject({ lost: 0, duplicated: 0, stale: 0, extra: 0, deletedInSource: 0, gridEmptied: 0, rewritten: 0, exportVsSource: 0, unretiredKeys: 0 });
       expect(report.failedOrganizations).toEqual([]);

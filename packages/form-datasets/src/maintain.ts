@@ -311,8 +311,7 @@ async function applySubmissionChanges(
           result.deferred += changes.length;
           continue;
         }
-        const submissionIds = [...new Set(changes.map((c) => c.submission_id))];
-        await applyFormChanges(client, orgId, formId, submissionIds, result, opts.cursorCodec);
+        await applyFormChanges(client, orgId, formId, changes, result, opts.cursorCodec);
         consumedSeqs.push(...changes.map((c) => c.seq));
         consumedForms.set(orgId, (consumedForms.get(orgId) ?? new Set<string>()).add(formId));
         for (const c of changes) consumedSeqSet.add(c.seq);
@@ -336,6 +335,21 @@ async function applySubmissionChanges(
   }
 }
 
+/**
+ * The submissions of the claimed changes that the writer logged before the form's deletion: the
+ * change's clock (created_at, taken in the writer's statement) against deleted_at, both the
+ * database's, compared in the database at full precision.
+ */
+async function changedBeforeDeletion(client: PoolClient, orgId: string, formId: string, changes: readonly ClaimedChange[]): Promise<string[]> {
+  const { rows } = await client.query<{ submission_id: string }>(
+    `SELECT DISTINCT c.submission_id FROM form_dataset_changes c
+       JOIN forms f ON f.organization_id = c.organization_id AND f.id = c.form_id
+      WHERE c.organization_id = $1 AND c.form_id = $2 AND c.seq = ANY($3::bigint[]) AND c.created_at <= f.deleted_at`,
+    [orgId, formId, changes.map((c) => c.seq)],
+  );
+  return rows.map((r) => r.submission_id);
+}
+
 interface LiveDataset {
   key: string;
   state: string;
@@ -346,14 +360,19 @@ interface LiveDataset {
 
 /**
  * Re-renders the submissions' rows in every dataset of the form (delete + insert per submission,
- * so grid rows are renumbered from 1). Deleted forms are frozen; failed or unbuilt datasets wait for
- * a rebuild, which renders everything from the source anyway.
+ * so grid rows are renumbered from 1). Failed or unbuilt datasets wait for a rebuild, which renders
+ * everything from the source anyway.
+ *
+ * A deleted form's datasets keep what the form held when it was deleted and never change after
+ * (docs/contract.md): changes written before the deletion are still applied, however late this
+ * consumer gets to them (a busy or restarted schema service), and changes written after it are
+ * discarded. A form whose row is gone altogether is left as it is.
  */
 async function applyFormChanges(
   client: PoolClient,
   orgId: string,
   formId: string,
-  submissionIds: string[],
+  changes: readonly ClaimedChange[],
   result: ApplyResult,
   cursorCodec: CursorCodec | undefined,
 ): Promise<void> {
@@ -361,7 +380,11 @@ async function applyFormChanges(
     orgId,
     formId,
   ]);
-  if (form.rowCount === 0 || form.rows[0].deleted) return;
+  if (form.rowCount === 0) return;
+  const submissionIds = form.rows[0].deleted
+    ? await changedBeforeDeletion(client, orgId, formId, changes)
+    : [...new Set(changes.map((c) => c.submission_id))];
+  if (submissionIds.length === 0) return;
   const datasets = await client.query<LiveDataset>(
     `SELECT r.key, r.state, r.table_name, t.plan, t.cursor_signature
        FROM dataset_registry r

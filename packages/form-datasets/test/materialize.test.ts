@@ -457,6 +457,26 @@ describe("rebuild lifecycle", () => {
     expect(await changeVersion(pool, orgId, "frozen")).toBe(version);
   });
 
+  it("deleted form: changes written before the deletion but consumed after it are in the kept dataset", async () => {
+    const orgId = await createTestOrganization(pool);
+    const text = field("text", "note", "Note");
+    const formId = await insertForm(pool, orgId, "Frozen late", [text]);
+    const sub = await insertSubmission(pool, orgId, formId, { values: { [text.id]: "before" } });
+    await drain(orgId);
+    const version = await changeVersion(pool, orgId, "frozen_late");
+
+    // Written while the form was live; the consumer gets to them only after the deletion (a busy or restarted schema service).
+    await pool.query(`UPDATE submissions SET "values" = $2, last_modified = clock_timestamp() WHERE id = $1`, [sub, JSON.stringify({ [text.id]: "edited" })]);
+    await insertSubmission(pool, orgId, formId, { values: { [text.id]: "late" } });
+    await pool.query("UPDATE forms SET deleted_at = clock_timestamp() WHERE organization_id = $1 AND id = $2", [orgId, formId]);
+    // Written after the deletion: never shown.
+    await insertSubmission(pool, orgId, formId, { values: { [text.id]: "after" } });
+    await drain(orgId);
+
+    expect((await datasetRows(pool, orgId, "frozen_late")).map((r) => r.note).sort()).toEqual(["edited", "late"]);
+    expect(await changeVersion(pool, orgId, "frozen_late")).not.toBe(version);
+  });
+
   it("a site with a zone PostgreSQL does not know is handled like a blank one: the rebuild fails in the service's words, naming the site", async () => {
     const orgId = await createTestOrganization(pool);
     const mars = await insertSite(pool, orgId, { name: "Olympus Base", timeZone: "UTC" });
