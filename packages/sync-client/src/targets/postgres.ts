@@ -10,32 +10,11 @@ import { Pool, type PoolClient } from "pg";
 import { from as copyFrom } from "pg-copy-streams";
 import type { Cell } from "../csv";
 import { reviveDatasetState, type DatasetState, type SyncState } from "../state";
-import { quoteIdent as q } from "./sql";
-import {
-  GENERATION_COLUMN,
-  type ContentComparison,
-  type ContentDifferences,
-  type FinishDataset,
-  type FinishResult,
-  type PageWrite,
-  type RawPageWrite,
-  type TablePlan,
-  type Target,
-  type TombstoneWrite,
-} from "./target";
+import { columnTypes, quoteIdent as q, STATE_SCHEMA as STATE } from "./sql";
+import { GENERATION_COLUMN, type ContentComparison, type ContentDifferences, type FinishDataset, type FinishResult, type PageWrite, type RawPageWrite, type TablePlan, type Target, type TombstoneWrite } from "./target";
 
-const TYPES: Record<string, string> = {
-  text: "text",
-  number: "numeric",
-  boolean: "boolean",
-  dateTime: "timestamptz",
-  localDateTime: "timestamp",
-  date: "date",
-  uuid: "uuid",
-};
-export const postgresType = (dataType: string) => TYPES[dataType] ?? "text";
+export const postgresType = columnTypes({ text: "text", number: "numeric", boolean: "boolean", dateTime: "timestamptz", localDateTime: "timestamp", date: "date", uuid: "uuid" }, "text");
 
-const STATE = "dataset_sync";
 const WRITER_LOCK = "hashtext('dataset_sync writer')";
 
 export class PostgresTarget implements Target {
