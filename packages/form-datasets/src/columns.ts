@@ -65,13 +65,19 @@ export interface ColumnCandidate {
 export function fieldColumns(field: FormField): ColumnCandidate[] {
   const f = field;
   const key = f.key;
-  const whole = (dataType: DataType): ColumnCandidate => ({
-    sourceId: `f:${f.id}`,
-    name: directName(key),
+  const column = (sourceId: string, name: string, dataType: DataType, label: string, part: FieldPart): ColumnCandidate => ({
+    sourceId,
+    name,
     dataType,
-    label: f.label,
-    render: { kind: "field", field: f, part: { kind: "value" } },
+    label,
+    render: { kind: "field", field: f, part },
   });
+  const whole = (dataType: DataType, part: FieldPart = { kind: "value" }) => column(`f:${f.id}`, directName(key), dataType, f.label, part);
+  /** A column of one part of the field: `f:<id>:<partId>`, labelled `<field label> - <partLabel>`. */
+  const partColumn = (partId: string, name: string, dataType: DataType, partLabel: string, part: FieldPart) =>
+    column(`f:${f.id}:${partId}`, name, dataType, `${f.label} - ${partLabel}`, part);
+  const suffixed = (suffix: string, dataType: DataType, partLabel: string, part: FieldPart) =>
+    partColumn(suffix, composedName({ parts: [key], suffix }), dataType, partLabel, part);
   const out: ColumnCandidate[] = [];
   switch (f.type) {
     case "heading":
@@ -91,56 +97,16 @@ export function fieldColumns(field: FormField): ColumnCandidate[] {
       out.push(whole("dateTime"));
       break;
     case "checkboxGroup":
-      for (const o of f.options ?? []) {
-        out.push({
-          sourceId: `f:${f.id}:o:${o.key}`,
-          name: composedName([key, o.key]),
-          dataType: "boolean",
-          label: `${f.label} - ${o.label}`,
-          render: { kind: "field", field: f, part: { kind: "option", optionKey: o.key } },
-        });
-      }
+      for (const o of f.options ?? []) out.push(partColumn(`o:${o.key}`, composedName([key, o.key]), "boolean", o.label, { kind: "option", optionKey: o.key }));
       break;
     case "survey":
-      for (const q of f.questions ?? []) {
-        out.push({
-          sourceId: `f:${f.id}:q:${q.key}`,
-          name: composedName([key, q.key]),
-          dataType: "text",
-          label: `${f.label} - ${q.label}`,
-          render: { kind: "field", field: f, part: { kind: "question", questionKey: q.key } },
-        });
-      }
+      for (const q of f.questions ?? []) out.push(partColumn(`q:${q.key}`, composedName([key, q.key]), "text", q.label, { kind: "question", questionKey: q.key }));
       break;
     case "signature":
-      out.push(
-        {
-          sourceId: `f:${f.id}:name`,
-          name: composedName({ parts: [key], suffix: "name" }),
-          dataType: "text",
-          label: `${f.label} - Name`,
-          render: { kind: "field", field: f, part: { kind: "signatureName" } },
-        },
-        {
-          sourceId: `f:${f.id}:date`,
-          name: composedName({ parts: [key], suffix: "date" }),
-          dataType: "dateTime",
-          label: `${f.label} - Date`,
-          render: { kind: "field", field: f, part: { kind: "signatureDate" } },
-        },
-      );
+      out.push(suffixed("name", "text", "Name", { kind: "signatureName" }), suffixed("date", "dateTime", "Date", { kind: "signatureDate" }));
       break;
     case "resourceSelect":
-      out.push(
-        { ...whole("text"), render: { kind: "field", field: f, part: { kind: "resourceRecord" } } },
-        {
-          sourceId: `f:${f.id}:id`,
-          name: composedName({ parts: [key], suffix: "id" }),
-          dataType: "uuid",
-          label: `${f.label} - ID`,
-          render: { kind: "field", field: f, part: { kind: "resourceId" } },
-        },
-      );
+      out.push(whole("text", { kind: "resourceRecord" }), suffixed("id", "uuid", "ID", { kind: "resourceId" }));
       break;
     default:
       // text types, select, attachment, photo, and any type this engine does not know: one text column.
