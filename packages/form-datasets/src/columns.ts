@@ -2,6 +2,13 @@ import type { DataType } from "@exportsvc/datasets";
 import { composedName, directName } from "@exportsvc/naming";
 import type { FormField } from "./fields";
 
+/** An instant's two envelope columns: as exported (dateTime), then in the site's time zone (`_local`). */
+const instantColumns = <K extends string, L extends string>(key: K, label: L) =>
+  [
+    { key, dataType: "dateTime", label },
+    { key: `${key}_local`, dataType: "localDateTime", label: `${label} (Local)` },
+  ] as const;
+
 /** The envelope every submission dataset starts with (docs/contract.md §7). */
 export const SUBMISSION_ENVELOPE = [
   { key: "id", dataType: "uuid", label: "ID" },
@@ -11,12 +18,9 @@ export const SUBMISSION_ENVELOPE = [
   { key: "site_path", dataType: "text", label: "Site Path" },
   { key: "status", dataType: "text", label: "Status" },
   { key: "is_archived", dataType: "boolean", label: "Is Archived" },
-  { key: "started_at", dataType: "dateTime", label: "Started At" },
-  { key: "started_at_local", dataType: "localDateTime", label: "Started At (Local)" },
-  { key: "completed_at", dataType: "dateTime", label: "Completed At" },
-  { key: "completed_at_local", dataType: "localDateTime", label: "Completed At (Local)" },
-  { key: "last_modified", dataType: "dateTime", label: "Last Modified" },
-  { key: "last_modified_local", dataType: "localDateTime", label: "Last Modified (Local)" },
+  ...instantColumns("started_at", "Started At"),
+  ...instantColumns("completed_at", "Completed At"),
+  ...instantColumns("last_modified", "Last Modified"),
 ] as const satisfies readonly { key: string; dataType: DataType; label: string }[];
 
 export type EnvelopeKey = (typeof SUBMISSION_ENVELOPE)[number]["key"];
