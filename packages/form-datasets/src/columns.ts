@@ -62,6 +62,9 @@ export interface ColumnCandidate {
   render: ColumnRender;
 }
 
+/** Field types whose single column is not text. */
+const WHOLE_VALUE_TYPES: Partial<Record<string, DataType>> = { number: "number", yesNo: "boolean", date: "date", dateTime: "dateTime" };
+
 /**
  * The columns one field produces, in order (docs/contract.md §7, "Columns per field type").
  * Source ids encode the part, so a retyped field gets new columns while a relabelled one keeps its keys.
@@ -88,18 +91,6 @@ export function fieldColumns(field: FormField): ColumnCandidate[] {
     case "instructions":
     case "grid":
       return [];
-    case "number":
-      out.push(whole("number"));
-      break;
-    case "yesNo":
-      out.push(whole("boolean"));
-      break;
-    case "date":
-      out.push(whole("date"));
-      break;
-    case "dateTime":
-      out.push(whole("dateTime"));
-      break;
     case "checkboxGroup":
       for (const o of f.options ?? []) out.push(partColumn(`o:${o.key}`, composedName([key, o.key]), "boolean", o.label, { kind: "option", optionKey: o.key }));
       break;
@@ -113,8 +104,8 @@ export function fieldColumns(field: FormField): ColumnCandidate[] {
       out.push(whole("text", { kind: "resourceRecord" }), suffixed("id", "uuid", "ID", { kind: "resourceId" }));
       break;
     default:
-      // text types, select, attachment, photo, and any type this engine does not know: one text column.
-      out.push(whole("text"));
+      // One column of the field's whole value: text for text types, select, attachment, photo and any type this engine does not know.
+      out.push(whole(WHOLE_VALUE_TYPES[f.type] ?? "text"));
   }
   if (f.requiresVerification) {
     out.push({
