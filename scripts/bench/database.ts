@@ -2,7 +2,8 @@
  * The benches' own database: a fresh one on DATABASE_URL's server (or BENCH_DATABASE_URL as is, where
  * a bench offers it), dropped at the end unless BENCH_KEEP=1.
  */
-import { createDatabase, databaseExists, databaseUrl, dropDatabase } from "@exportsvc/db";
+import type { Pool } from "pg";
+import { createDatabase, createPool, databaseExists, databaseUrl, dropDatabase } from "@exportsvc/db";
 
 /** The server the bench databases are created on. */
 export const adminUrl = (): string => process.env.DATABASE_URL || "postgres://postgres@127.0.0.1:5432/postgres";
@@ -34,6 +35,23 @@ export async function provisionDatabase(name: string, options: ProvisionOptions 
       if (!keep) await dropDatabase(server, name);
     },
   };
+}
+
+/**
+ * A bench's database, BENCH_DATABASE_NAME (default `defaultName`) created afresh, with a pool of 4 on
+ * it; `close` ends the pool and drops the database (stop what runs on it first).
+ */
+export async function openBenchDatabase(defaultName: string): Promise<{ db: BenchDatabase; pool: Pool; close(): Promise<void> }> {
+  const databaseName = process.env.BENCH_DATABASE_NAME || defaultName;
+  if (!/^[a-z_][a-z0-9_]*$/.test(databaseName)) throw new Error("BENCH_DATABASE_NAME must be a lower-case SQL identifier");
+  const db = await provisionDatabase(databaseName);
+  const pool = createPool({ connectionString: db.url, max: 4, applicationName: "exportsvc-bench" });
+  pool.on("error", () => undefined);
+  const close = async () => {
+    await pool.end();
+    await db.drop();
+  };
+  return { db, pool, close };
 }
 
 /**

@@ -35,10 +35,10 @@ import { randomUUID } from "node:crypto";
 import { Client, type Pool } from "pg";
 import { to as copyTo } from "pg-copy-streams";
 import { parse } from "csv-parse/sync";
-import { commandCompleted, createPool, migrate } from "@exportsvc/db";
+import { commandCompleted, migrate } from "@exportsvc/db";
 import { CursorCodec, CursorKeyring, loadRegistryEntry, PAGE_SESSION_SETTINGS_SQL, pageHorizon, type PageDataset } from "@exportsvc/datasets";
 import { buildDataset, formLockKeys, type FormField } from "@exportsvc/form-datasets";
-import { provisionDatabase } from "./database";
+import { openBenchDatabase } from "./database";
 import { benchField as f, benchScalarFields, envInt, log, median, msSince } from "./helpers";
 import { httpPageTimings, measureGrpc, measureHttp, measureRawCopy, payloadPosition, type Measurement } from "./measure";
 import { newBenchCursorKeys, startBenchStack } from "./stack";
@@ -181,11 +181,7 @@ async function main(): Promise<void> {
   const scenarios = (process.env.BENCH_SCENARIOS || SCENARIOS.join(",")).split(",").map((s) => s.trim()) as Scenario[];
   for (const s of scenarios) if (!SCENARIOS.includes(s)) throw new Error(`BENCH_SCENARIOS: unknown scenario '${s}' (known: ${SCENARIOS.join(", ")})`);
 
-  const databaseName = process.env.BENCH_DATABASE_NAME || "exportsvc_bench_form_pages";
-  if (!/^[a-z_][a-z0-9_]*$/.test(databaseName)) throw new Error("BENCH_DATABASE_NAME must be a lower-case SQL identifier");
-  const db = await provisionDatabase(databaseName);
-  const pool = createPool({ connectionString: db.url, max: 4, applicationName: "exportsvc-bench" });
-  pool.on("error", () => undefined);
+  const { db, pool, close } = await openBenchDatabase("exportsvc_bench_form_pages");
   let stack: Awaited<ReturnType<typeof startBenchStack>> | undefined;
   try {
     await migrate(pool);
@@ -195,18 +191,10 @@ async function main(): Promise<void> {
     const codec = new CursorCodec({ keyring: CursorKeyring.parse(stack.cursorKeys) });
     log(`dataset ${form.datasetKey}, pages of ${limit}, ${runs} interleaved rounds per scenario (medians; ratio = rows/s over raw rows/s), cursors ${storedCursors ? "stored with the rows" : "signed on every page"}\n`);
 
-    for (const scenario of scenarios) {
-      const release = await prepareScenario(scenario, pool, db.url, form);
-      try {
-        await measureScenario(scenario, pool, stack, form.orgId, form.formId, form.datasetKey, codec, limit, runs);
-      } finally {
-        await release();
-      }
-    }
+    for (const scenario of scenarios) await measureInScenario(scenario, pool, db.url, form, stack, codec, limit, runs);
   } finally {
     await stack?.stack.stop();
-    await pool.end();
-    await db.drop();
+    await close();
   }
 }
 
@@ -296,6 +284,25 @@ export async function measureRawTable(pool: Pool, dataset: PageDataset, organiza
 
 /** A scenario's medians, rows/s, by path. */
 export type ScenarioRates = Record<"raw" | "page" | "grpc" | "http", number>;
+
+/** Puts the database in `scenario`'s state, measures the form's dataset in it, and ends the state however the measurement ends. */
+export async function measureInScenario(
+  scenario: Scenario,
+  pool: Pool,
+  databaseUrl: string,
+  form: BenchForm,
+  started: Awaited<ReturnType<typeof startBenchStack>>,
+  codec: CursorCodec,
+  limit: number,
+  runs: number,
+): Promise<ScenarioRates> {
+  const release = await prepareScenario(scenario, pool, databaseUrl, form);
+  try {
+    return await measureScenario(scenario, pool, started, form.orgId, form.formId, form.datasetKey, codec, limit, runs);
+  } finally {
+    await release();
+  }
+}
 
 export async function measureScenario(
   scenario: Scenario,

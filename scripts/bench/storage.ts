@@ -30,11 +30,11 @@
  */
 import { randomUUID } from "node:crypto";
 import type { Pool } from "pg";
-import { createPool, migrate } from "@exportsvc/db";
+import { migrate } from "@exportsvc/db";
 import { buildPageQuery, CursorCodec, CursorKeyring, type ColumnSpec, type PageDataset } from "@exportsvc/datasets";
 import { BENCH_DATASET, generateDeviations, generateSuppliers } from "./dataset";
-import { provisionDatabase } from "./database";
-import { createBenchForm, measureRawTable, measureScenario, prepareScenario, SCENARIOS } from "./form-pages";
+import { openBenchDatabase } from "./database";
+import { createBenchForm, measureInScenario, measureRawTable, SCENARIOS } from "./form-pages";
 import { envInt, log, median } from "./helpers";
 import { measureHttp, measureRawCopy, payloadPosition, type Measurement } from "./measure";
 import { newBenchCursorKeys, startBenchStack } from "./stack";
@@ -97,11 +97,7 @@ async function main(): Promise<void> {
   const rows = envInt("BENCH_ROWS", process.env.BENCH_QUICK === "1" ? 100_000 : 200_000);
   const limit = envInt("BENCH_LIMIT", 5000);
   const runs = envInt("BENCH_RUNS", 3);
-  const databaseName = process.env.BENCH_DATABASE_NAME || "exportsvc_bench_storage";
-  if (!/^[a-z_][a-z0-9_]*$/.test(databaseName)) throw new Error("BENCH_DATABASE_NAME must be a lower-case SQL identifier");
-  const db = await provisionDatabase(databaseName);
-  const pool = createPool({ connectionString: db.url, max: 4, applicationName: "exportsvc-bench" });
-  pool.on("error", () => undefined);
+  const { db, pool, close } = await openBenchDatabase("exportsvc_bench_storage");
   const organizationId = randomUUID();
   const cursorKeys = newBenchCursorKeys();
   const codec = new CursorCodec({ keyring: CursorKeyring.parse(cursorKeys) });
@@ -147,18 +143,12 @@ async function main(): Promise<void> {
     // Part 2: the form dataset against its own table, per scenario.
     log(`\n[forms] dataset ${form.datasetKey}, ${rows.toLocaleString("en")} submissions\n`);
     for (const scenario of SCENARIOS) {
-      const release = await prepareScenario(scenario, pool, db.url, form);
-      try {
-        const rates = await measureScenario(scenario, pool, started, organizationId, form.formId, form.datasetKey, codec, limit, runs);
-        ratios.push({ name: `forms_http_vs_table_${scenario}`, value: rates.http / rates.raw });
-      } finally {
-        await release();
-      }
+      const rates = await measureInScenario(scenario, pool, db.url, form, started, codec, limit, runs);
+      ratios.push({ name: `forms_http_vs_table_${scenario}`, value: rates.http / rates.raw });
     }
   } finally {
     await stack?.stack.stop();
-    await pool.end();
-    await db.drop();
+    await close();
   }
   ratios.push(...(await syncRatios(rows)));
   log("");

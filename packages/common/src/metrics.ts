@@ -89,7 +89,7 @@ export class ServiceMetrics {
   private openConnections?: () => Promise<number>;
 
   constructor(options: MetricsOptions = {}) {
-    const registers = [(this.registry = new Registry())];
+    this.registry = new Registry();
     if (options.defaultMetrics !== false) {
       collectDefaultMetrics({ register: this.registry });
       // Gauges named like counters break the naming convention (promtool check metrics); their
@@ -97,85 +97,27 @@ export class ServiceMetrics {
       for (const name of MISNAMED_DEFAULT_GAUGES) this.registry.removeSingleMetric(name);
     }
 
-    this.httpRequests = new Counter({
-      name: "http_requests_total",
-      help: "HTTP requests answered, by matched route pattern, method and status code.",
-      labelNames: ["route", "method", "status"],
-      registers,
-    });
-    this.httpDuration = new Histogram({
-      name: "http_request_duration_seconds",
-      help: "Time from request to the last byte of the response (a CSV page: the whole stream).",
-      labelNames: ["route", "method", "status"],
-      buckets: LATENCY_BUCKETS,
-      registers,
-    });
-    this.grpcHandled = new Counter({
-      name: "grpc_server_handled_total",
-      help: "gRPC calls completed by the server, by service, method and status code name.",
-      labelNames: ["grpc_service", "grpc_method", "grpc_code"],
-      registers,
-    });
-    this.grpcHandling = new Histogram({
-      name: "grpc_server_handling_seconds",
-      help: "Time the server spent on a gRPC call until its status was sent (a stream: until its end).",
-      labelNames: ["grpc_service", "grpc_method"],
-      buckets: LATENCY_BUCKETS,
-      registers,
-    });
-    this.exportStreamAborts = new Counter({
-      name: "export_stream_aborts_total",
-      help: "CSV streams aborted after the 200 was sent, by reason.",
-      labelNames: ["reason"],
-      registers,
-    });
-    this.replicaFallbacks = new Counter({
-      name: "export_replica_fallbacks_total",
-      help: "Reads meant for the DATABASE_READ_URL standby that went to the primary because the standby lagged past READ_REPLICA_MAX_WAIT_MS, by what was read.",
-      labelNames: ["reads"],
-      registers,
-    });
-    this.httpConnectionsRefused = new Counter({
-      name: "http_connections_refused_total",
-      help: "Connections the HTTP listener closed at once, unread, by reason (max_connections: HTTP_MAX_CONNECTIONS were open).",
-      labelNames: ["reason"],
-      registers,
-    });
+    this.httpRequests = this.counter("http_requests_total", "HTTP requests answered, by matched route pattern, method and status code.", ["route", "method", "status"]);
+    this.httpDuration = this.histogram("http_request_duration_seconds", "Time from request to the last byte of the response (a CSV page: the whole stream).", ["route", "method", "status"], LATENCY_BUCKETS);
+    this.grpcHandled = this.counter("grpc_server_handled_total", "gRPC calls completed by the server, by service, method and status code name.", ["grpc_service", "grpc_method", "grpc_code"]);
+    this.grpcHandling = this.histogram("grpc_server_handling_seconds", "Time the server spent on a gRPC call until its status was sent (a stream: until its end).", ["grpc_service", "grpc_method"], LATENCY_BUCKETS);
+    this.exportStreamAborts = this.counter("export_stream_aborts_total", "CSV streams aborted after the 200 was sent, by reason.", ["reason"]);
+    this.replicaFallbacks = this.counter("export_replica_fallbacks_total", "Reads meant for the DATABASE_READ_URL standby that went to the primary because the standby lagged past READ_REPLICA_MAX_WAIT_MS, by what was read.", ["reads"]);
+    this.httpConnectionsRefused = this.counter("http_connections_refused_total", "Connections the HTTP listener closed at once, unread, by reason (max_connections: HTTP_MAX_CONNECTIONS were open).", ["reason"]);
     const metrics = this;
-    this.httpOpenConnections = new Gauge({
-      name: "http_open_connections",
-      help: "Connections the HTTP listener holds open (compare with HTTP_MAX_CONNECTIONS).",
-      registers,
-      async collect() {
-        if (metrics.openConnections) this.set(await metrics.openConnections());
-      },
+    this.httpOpenConnections = this.gauge("http_open_connections", "Connections the HTTP listener holds open (compare with HTTP_MAX_CONNECTIONS).", [], async function () {
+      if (metrics.openConnections) this.set(await metrics.openConnections());
     });
-    this.problemResponses = new Counter({
-      name: "http_problem_responses_total",
-      help: "problem+json error responses, by status and errorCode.",
-      labelNames: ["status", "error_code"],
-      registers,
-    });
+    this.problemResponses = this.counter("http_problem_responses_total", "problem+json error responses, by status and errorCode.", ["status", "error_code"]);
     const pools = this.pools;
-    this.dbPoolConnections = new Gauge({
-      name: "db_pool_connections",
-      help: "PostgreSQL client pool connections, by pool and state (total, idle, waiting clients).",
-      labelNames: ["pool", "state"],
-      registers,
-      collect() {
-        for (const [name, pool] of pools) {
-          this.set({ pool: name, state: "total" }, pool.totalCount);
-          this.set({ pool: name, state: "idle" }, pool.idleCount);
-          this.set({ pool: name, state: "waiting" }, pool.waitingCount);
-        }
-      },
+    this.dbPoolConnections = this.gauge("db_pool_connections", "PostgreSQL client pool connections, by pool and state (total, idle, waiting clients).", ["pool", "state"], function () {
+      for (const [name, pool] of pools) {
+        this.set({ pool: name, state: "total" }, pool.totalCount);
+        this.set({ pool: name, state: "idle" }, pool.idleCount);
+        this.set({ pool: name, state: "waiting" }, pool.waitingCount);
+      }
     });
-    this.buildInfo = new Gauge({
-      name: "build_info",
-      help: "The deployed build; always 1.",
-      labelNames: ["image_tag", "commit", "version"],
-      registers,
-    });
+    this.buildInfo = this.gauge("build_info", "The deployed build; always 1.", ["image_tag", "commit", "version"]);
     this.buildInfo.set(
       {
         image_tag: options.build?.imageTag ?? "unknown",
@@ -184,6 +126,20 @@ export class ServiceMetrics {
       },
       1,
     );
+  }
+
+  /** Declares a counter in this registry: each service declares its own families with these, one line each. */
+  protected counter<L extends string = string>(name: string, help: string, labelNames: readonly L[] = []): Counter<L> {
+    return new Counter({ name, help, labelNames, registers: [this.registry] });
+  }
+
+  protected histogram<L extends string = string>(name: string, help: string, labelNames: readonly L[], buckets: number[]): Histogram<L> {
+    return new Histogram({ name, help, labelNames, buckets, registers: [this.registry] });
+  }
+
+  /** `collect` runs at every scrape (a gauge that reads its value then). */
+  protected gauge<L extends string = string>(name: string, help: string, labelNames: readonly L[] = [], collect?: (this: Gauge<L>) => void | Promise<void>): Gauge<L> {
+    return new Gauge({ name, help, labelNames, registers: [this.registry], ...(collect ? { collect } : {}) });
   }
 
   observeHttpRequest(o: HttpObservation): void {

@@ -1,78 +1,53 @@
 import type { AttributeType, CoreColumn, DataType, FixedDatasetDefinition, ResourceKind } from "./types";
 import type { Queryable } from "./registry";
+import { RESOURCES } from "./domain/resources";
 
 const col = (key: string, dataType: DataType = "text", label?: string): CoreColumn =>
   label === undefined ? { key, dataType } : { key, dataType, label };
-const texts = (...keys: string[]) => keys.map((k) => col(k));
+const typed = (dataType: DataType) => (...keys: string[]) => keys.map((k) => col(k, dataType));
+const [texts, numbers, dates, uuids, booleans] = (["text", "number", "date", "uuid", "boolean"] as const).map(typed);
+const name = () => col("name", "text", "Name");
+const site = () => [...uuids("site_id"), ...texts("site_name", "site_path")];
 
-const resource = (kind: ResourceKind, columns: CoreColumn[], hasCustomAttributes = true): FixedDatasetDefinition => ({
+/** A resource dataset: id, the given columns, last_modified; custom attribute columns where the domain says the kind carries them. */
+const resource = (kind: ResourceKind, columns: CoreColumn[]): FixedDatasetDefinition => ({
   key: `resources_${kind}`,
   family: "resource",
   resourceKind: kind,
   coreColumns: [col("id", "uuid", "ID"), ...columns, col("last_modified", "dateTime", "Last Modified")],
-  hasCustomAttributes,
+  hasCustomAttributes: RESOURCES[kind].attributes,
 });
 
 /** The fixed datasets in listing order: eleven resource datasets, then deviations. Core columns in CSV order. */
 export const FIXED_DATASETS: FixedDatasetDefinition[] = [
-  resource("suppliers", [
-    col("name", "text", "Name"),
-    ...texts("description", "website_url", "status", "market", "type", "street1", "street2", "city", "region", "zip_code", "country", "products", "parent_names"),
-  ]),
+  resource("suppliers", [name(), ...texts("description", "website_url", "status", "market", "type", "street1", "street2", "city", "region", "zip_code", "country", "products", "parent_names")]),
   resource("customers", [
-    col("name", "text", "Name"),
+    name(),
     ...texts("description", "website_url", "phone_number", "street1", "street2", "city", "region", "zip_code", "country", "contact_name", "contact_email", "contact_phone", "products"),
   ]),
   resource("products", [
-    col("name", "text", "Name"),
+    name(),
     ...texts("description", "product_code", "product_type", "product_category_name", "allergen_status", "allergens"),
-    col("default_shelf_life_quantity", "number"),
+    ...numbers("default_shelf_life_quantity"),
     ...texts("default_shelf_life_unit", "customers", "sites", "suppliers"),
   ]),
-  resource("product_categories", [col("name", "text", "Name"), ...texts("description", "parent_name")]),
-  resource("equipment", [
-    col("name", "text", "Name"),
-    ...texts("make", "model", "serial_number", "site_name"),
-    col("site_id", "uuid"),
-    ...texts("site_path", "area_name"),
-  ]),
-  resource("chemicals", [col("name", "text", "Name"), ...texts("type", "grade", "production_method", "sites")]),
-  resource("employees", [col("name", "text", "Name"), ...texts("job_title", "access_level", "teams", "sites")]),
-  resource("areas", [
-    col("name", "text", "Name"),
-    ...texts("description", "type"),
-    col("size", "number"),
-    ...texts("size_unit", "area_path", "parent_name"),
-    col("site_id", "uuid"),
-    ...texts("site_name", "site_path"),
-  ]),
+  resource("product_categories", [name(), ...texts("description", "parent_name")]),
+  resource("equipment", [name(), ...texts("make", "model", "serial_number", "site_name"), ...uuids("site_id"), ...texts("site_path", "area_name")]),
+  resource("chemicals", [name(), ...texts("type", "grade", "production_method", "sites")]),
+  resource("employees", [name(), ...texts("job_title", "access_level", "teams", "sites")]),
+  resource("areas", [name(), ...texts("description", "type"), ...numbers("size"), ...texts("size_unit", "area_path", "parent_name"), ...site()]),
   resource("lots", [
     col("code", "text", "Code"),
     ...texts("description", "status"),
-    col("quantity", "number"),
-    col("unit"),
-    col("expiry_date", "date"),
-    col("date_received", "date"),
-    col("date_produced", "date"),
-    col("product_id", "uuid"),
-    col("product_name"),
-    col("site_id", "uuid"),
-    ...texts("site_name", "site_path"),
+    ...numbers("quantity"),
+    ...texts("unit"),
+    ...dates("expiry_date", "date_received", "date_produced"),
+    ...uuids("product_id"),
+    ...texts("product_name"),
+    ...site(),
   ]),
-  resource("recipes", [
-    col("name", "text", "Name"),
-    ...texts("description", "status"),
-    col("output_quantity", "number"),
-    col("output_unit"),
-    col("has_unpublished_changes", "boolean"),
-    col("output_product_id", "uuid"),
-    col("output_product_name"),
-  ]),
-  resource(
-    "documents",
-    [col("name", "text", "Name"), ...texts("type", "about", "version"), col("is_archived", "boolean"), ...texts("sites", "teams")],
-    false,
-  ),
+  resource("recipes", [name(), ...texts("description", "status"), ...numbers("output_quantity"), ...texts("output_unit"), ...booleans("has_unpublished_changes"), ...uuids("output_product_id"), ...texts("output_product_name")]),
+  resource("documents", [name(), ...texts("type", "about", "version"), ...booleans("is_archived"), ...texts("sites", "teams")]),
   {
     key: "deviations",
     family: "deviations",

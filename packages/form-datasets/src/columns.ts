@@ -2,6 +2,13 @@ import type { DataType } from "@exportsvc/datasets";
 import { composedName, directName } from "@exportsvc/naming";
 import type { FormField } from "./fields";
 
+/** An instant's two envelope columns: as exported (dateTime), then in the site's time zone (`_local`). */
+const instantColumns = <K extends string, L extends string>(key: K, label: L) =>
+  [
+    { key, dataType: "dateTime", label },
+    { key: `${key}_local`, dataType: "localDateTime", label: `${label} (Local)` },
+  ] as const;
+
 /** The envelope every submission dataset starts with (docs/contract.md §7). */
 export const SUBMISSION_ENVELOPE = [
   { key: "id", dataType: "uuid", label: "ID" },
@@ -11,12 +18,9 @@ export const SUBMISSION_ENVELOPE = [
   { key: "site_path", dataType: "text", label: "Site Path" },
   { key: "status", dataType: "text", label: "Status" },
   { key: "is_archived", dataType: "boolean", label: "Is Archived" },
-  { key: "started_at", dataType: "dateTime", label: "Started At" },
-  { key: "started_at_local", dataType: "localDateTime", label: "Started At (Local)" },
-  { key: "completed_at", dataType: "dateTime", label: "Completed At" },
-  { key: "completed_at_local", dataType: "localDateTime", label: "Completed At (Local)" },
-  { key: "last_modified", dataType: "dateTime", label: "Last Modified" },
-  { key: "last_modified_local", dataType: "localDateTime", label: "Last Modified (Local)" },
+  ...instantColumns("started_at", "Started At"),
+  ...instantColumns("completed_at", "Completed At"),
+  ...instantColumns("last_modified", "Last Modified"),
 ] as const satisfies readonly { key: string; dataType: DataType; label: string }[];
 
 export type EnvelopeKey = (typeof SUBMISSION_ENVELOPE)[number]["key"];
@@ -58,6 +62,9 @@ export interface ColumnCandidate {
   render: ColumnRender;
 }
 
+/** Field types whose single column is not text. */
+const WHOLE_VALUE_TYPES: Partial<Record<string, DataType>> = { number: "number", yesNo: "boolean", date: "date", dateTime: "dateTime" };
+
 /**
  * The columns one field produces, in order (docs/contract.md §7, "Columns per field type").
  * Source ids encode the part, so a retyped field gets new columns while a relabelled one keeps its keys.
@@ -65,86 +72,40 @@ export interface ColumnCandidate {
 export function fieldColumns(field: FormField): ColumnCandidate[] {
   const f = field;
   const key = f.key;
-  const whole = (dataType: DataType): ColumnCandidate => ({
-    sourceId: `f:${f.id}`,
-    name: directName(key),
+  const column = (sourceId: string, name: string, dataType: DataType, label: string, part: FieldPart): ColumnCandidate => ({
+    sourceId,
+    name,
     dataType,
-    label: f.label,
-    render: { kind: "field", field: f, part: { kind: "value" } },
+    label,
+    render: { kind: "field", field: f, part },
   });
+  const whole = (dataType: DataType, part: FieldPart = { kind: "value" }) => column(`f:${f.id}`, directName(key), dataType, f.label, part);
+  /** A column of one part of the field: `f:<id>:<partId>`, labelled `<field label> - <partLabel>`. */
+  const partColumn = (partId: string, name: string, dataType: DataType, partLabel: string, part: FieldPart) =>
+    column(`f:${f.id}:${partId}`, name, dataType, `${f.label} - ${partLabel}`, part);
+  const suffixed = (suffix: string, dataType: DataType, partLabel: string, part: FieldPart) =>
+    partColumn(suffix, composedName({ parts: [key], suffix }), dataType, partLabel, part);
   const out: ColumnCandidate[] = [];
   switch (f.type) {
     case "heading":
     case "instructions":
     case "grid":
       return [];
-    case "number":
-      out.push(whole("number"));
-      break;
-    case "yesNo":
-      out.push(whole("boolean"));
-      break;
-    case "date":
-      out.push(whole("date"));
-      break;
-    case "dateTime":
-      out.push(whole("dateTime"));
-      break;
     case "checkboxGroup":
-      for (const o of f.options ?? []) {
-        out.push({
-          sourceId: `f:${f.id}:o:${o.key}`,
-          name: composedName([key, o.key]),
-          dataType: "boolean",
-          label: `${f.label} - ${o.label}`,
-          render: { kind: "field", field: f, part: { kind: "option", optionKey: o.key } },
-        });
-      }
+      for (const o of f.options ?? []) out.push(partColumn(`o:${o.key}`, composedName([key, o.key]), "boolean", o.label, { kind: "option", optionKey: o.key }));
       break;
     case "survey":
-      for (const q of f.questions ?? []) {
-        out.push({
-          sourceId: `f:${f.id}:q:${q.key}`,
-          name: composedName([key, q.key]),
-          dataType: "text",
-          label: `${f.label} - ${q.label}`,
-          render: { kind: "field", field: f, part: { kind: "question", questionKey: q.key } },
-        });
-      }
+      for (const q of f.questions ?? []) out.push(partColumn(`q:${q.key}`, composedName([key, q.key]), "text", q.label, { kind: "question", questionKey: q.key }));
       break;
     case "signature":
-      out.push(
-        {
-          sourceId: `f:${f.id}:name`,
-          name: composedName({ parts: [key], suffix: "name" }),
-          dataType: "text",
-          label: `${f.label} - Name`,
-          render: { kind: "field", field: f, part: { kind: "signatureName" } },
-        },
-        {
-          sourceId: `f:${f.id}:date`,
-          name: composedName({ parts: [key], suffix: "date" }),
-          dataType: "dateTime",
-          label: `${f.label} - Date`,
-          render: { kind: "field", field: f, part: { kind: "signatureDate" } },
-        },
-      );
+      out.push(suffixed("name", "text", "Name", { kind: "signatureName" }), suffixed("date", "dateTime", "Date", { kind: "signatureDate" }));
       break;
     case "resourceSelect":
-      out.push(
-        { ...whole("text"), render: { kind: "field", field: f, part: { kind: "resourceRecord" } } },
-        {
-          sourceId: `f:${f.id}:id`,
-          name: composedName({ parts: [key], suffix: "id" }),
-          dataType: "uuid",
-          label: `${f.label} - ID`,
-          render: { kind: "field", field: f, part: { kind: "resourceId" } },
-        },
-      );
+      out.push(whole("text", { kind: "resourceRecord" }), suffixed("id", "uuid", "ID", { kind: "resourceId" }));
       break;
     default:
-      // text types, select, attachment, photo, and any type this engine does not know: one text column.
-      out.push(whole("text"));
+      // One column of the field's whole value: text for text types, select, attachment, photo and any type this engine does not know.
+      out.push(whole(WHOLE_VALUE_TYPES[f.type] ?? "text"));
   }
   if (f.requiresVerification) {
     out.push({

@@ -1,11 +1,11 @@
 import { HASH_LENGTH, MAX_NAME_LENGTH, hash8 } from "./normalize";
-import { assignInThreePasses, withNumericSuffix } from "./unique";
+import { assignInThreePasses, isDerivedFrom, withNumericSuffix, type NameCandidate, type PreviousNames } from "./unique";
 
-export interface DatasetKeyCandidate {
-  /** Stable identity of the dataset: form id for a submission dataset, form id + grid path for a grid. */
-  sourceId: string;
-  /** The dataset name from the naming rules (directName(form name), composedName([parentKey, grid label])). */
-  name: string;
+/**
+ * A dataset to key: `sourceId` its stable identity (form id for a submission dataset, form id + grid
+ * path for a grid), `name` its name from the naming rules (directName(form name), composedName([parentKey, grid label])).
+ */
+export interface DatasetKeyCandidate extends NameCandidate {
   /**
    * What separates equal names: the form id, and for a grid dataset also the keys of the grid and
    * the grids around it (joined by the caller, e.g. [formId, ...gridKeys].join("/")).
@@ -20,7 +20,7 @@ export interface AssignDatasetKeysOptions {
    */
   taken?: Iterable<string>;
   /** The current keys of these sources (sourceId -> key); kept while the name they came from holds. */
-  previous?: ReadonlyMap<string, string> | Record<string, string>;
+  previous?: PreviousNames;
 }
 
 /** `<name>_<hash8(hashInput)>`, the name truncated so the total stays within the cap. */
@@ -28,12 +28,9 @@ export function hashedDatasetKey(name: string, hashInput: string): string {
   return `${name.slice(0, MAX_NAME_LENGTH - HASH_LENGTH - 1)}_${hash8(hashInput)}`;
 }
 
+/** Whether `key` is the candidate's plain name, its hashed key, or that with a clash suffix. */
 function isDerivedKey(key: string, candidate: DatasetKeyCandidate): boolean {
-  if (key === candidate.name) return true;
-  const hashed = hashedDatasetKey(candidate.name, candidate.hashInput);
-  if (key === hashed) return true;
-  const match = /_([0-9]+)$/.exec(key);
-  return match !== null && Number(match[1]) >= 2 && withNumericSuffix(hashed, Number(match[1])) === key;
+  return key === candidate.name || isDerivedFrom(key, hashedDatasetKey(candidate.name, candidate.hashInput));
 }
 
 /**

@@ -7,11 +7,13 @@ export interface NameCandidate {
   name: string;
 }
 
+/** Earlier assignments (sourceId -> name), kept whenever still valid so names stay stable. */
+export type PreviousNames = ReadonlyMap<string, string> | Record<string, string>;
+
 export interface AssignUniqueNamesOptions {
   /** Names no candidate may take (core columns, reserved words). */
   reserved?: Iterable<string>;
-  /** Earlier assignments (sourceId -> name), kept whenever still valid so names stay stable. */
-  previous?: ReadonlyMap<string, string> | Record<string, string>;
+  previous?: PreviousNames;
 }
 
 /** `base` with the numeric clash suffix `_n`; the base is truncated so the total stays within the cap. */
@@ -29,7 +31,7 @@ export function isDerivedFrom(assigned: string, base: string): boolean {
   return n >= 2 && String(n) === match[1] && withNumericSuffix(base, n) === assigned;
 }
 
-export const toMap = (m: ReadonlyMap<string, string> | Record<string, string> | undefined): ReadonlyMap<string, string> =>
+export const toMap = (m: PreviousNames | undefined): ReadonlyMap<string, string> =>
   m === undefined ? new Map() : m instanceof Map ? m : new Map(Object.entries(m));
 
 /**
@@ -57,8 +59,7 @@ export function assignUniqueNames(candidates: readonly NameCandidate[], options:
 export interface ThreePassRules<C extends NameCandidate> {
   /** Names nobody may take. */
   taken?: Iterable<string>;
-  /** Earlier assignments (sourceId -> name). */
-  previous?: ReadonlyMap<string, string> | Record<string, string>;
+  previous?: PreviousNames;
   /** Whether the candidate keeps its earlier name (`taken` holds what this run handed out so far). */
   keepsPrevious: (candidate: C, before: string, taken: ReadonlySet<string>) => boolean;
   /** A free name for a candidate whose plain name is taken. */

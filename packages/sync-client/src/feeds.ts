@@ -52,14 +52,29 @@ export interface RewritesState {
 
 export const REWRITE_FEED = "rewrite-feed";
 
+/** An extension's position in the dataset state, or where it starts. */
+const extensionState = <S>(name: string, initial: () => S) => (state: DatasetState): S => (state.extensions[name] as S | undefined) ?? initial();
+
+/** Reads one page of a feed whole: a cut stream is retried from the same cursor, with the client's page backoff. */
+async function readFeedPage<T>(ctx: DatasetContext, read: () => Promise<T>): Promise<T> {
+  const attempts = ctx.client.retry.pageAttempts;
+  for (let attempt = 1; ; attempt++) {
+    try {
+      return await read();
+    } catch (err) {
+      if (!(err instanceof StreamAbortedError) || attempt >= attempts || ctx.signal?.aborted) throw err;
+      await sleep(backoffDelay(ctx.client.retry, attempt), ctx.signal).catch(() => undefined);
+    }
+  }
+}
+
 export interface RewriteFeedState {
   /** `_cursor` of the last rewritten row applied; null: the feed is read from its beginning. */
   cursor: string | null;
   rowsRewritten?: number;
 }
 
-export const rewriteFeedState = (state: DatasetState): RewriteFeedState =>
-  (state.extensions[REWRITE_FEED] as RewriteFeedState | undefined) ?? { cursor: null };
+export const rewriteFeedState = extensionState<RewriteFeedState>(REWRITE_FEED, () => ({ cursor: null }));
 
 export function rewriteFeed(): SyncExtension {
   return {
@@ -92,49 +107,42 @@ class RewriteColumnsChanged extends Error {}
  * cursor in the same transaction. Read whole-or-nothing: a cut stream is retried from the same cursor.
  */
 async function applyRewritePage(ctx: DatasetContext, feed: RewriteFeedState): Promise<number> {
-  const attempts = ctx.client.retry.pageAttempts;
-  for (let attempt = 1; ; attempt++) {
-    try {
-      const res = await ctx.client.openRewrites(ctx.entry, { cursor: feed.cursor, limit: ctx.limit });
-      const reader = await readCsvPage(res.body, res.request);
-      const cursorAt = reader.header.indexOf("_cursor");
-      const unknown = reader.header.filter((k) => k !== "_cursor" && !(k in ctx.plan.columns));
-      if (cursorAt < 0 || unknown.length) {
-        res.body.destroy();
-        if (cursorAt < 0) throw new StreamAbortedError(res.request, reader.bytes(), new Error("the rewrite feed's header lacks _cursor"));
-        throw new RewriteColumnsChanged(`the rewrite feed has columns the copy lacks (${unknown.join(", ")})`);
-      }
-      let count = 0;
-      let lastCursor: string | null = feed.cursor;
-      async function* rows(source: AsyncIterable<Cell[]>): AsyncGenerator<Cell[]> {
-        for await (const row of source) {
-          count++;
-          lastCursor = row[cursorAt];
-          yield row;
-        }
-      }
-      let next: RewriteFeedState | undefined;
-      await ctx.target.writePage({
-        plan: ctx.plan,
-        header: reader.header,
-        rows: rows(reader.rows),
-        generation: ctx.state.generation,
-        stateAfter: () => {
-          next = { ...feed, cursor: lastCursor, rowsRewritten: (feed.rowsRewritten ?? 0) + count };
-          return { ...ctx.state, extensions: { ...ctx.state.extensions, [REWRITE_FEED]: next } };
-        },
-      });
-      ctx.state.extensions[REWRITE_FEED] = next!;
-      return count;
-    } catch (err) {
-      if (!(err instanceof StreamAbortedError) || attempt >= attempts || ctx.signal?.aborted) throw err;
-      await sleep(backoffDelay(ctx.client.retry, attempt), ctx.signal).catch(() => undefined);
+  return readFeedPage(ctx, async () => {
+    const res = await ctx.client.openRewrites(ctx.entry, { cursor: feed.cursor, limit: ctx.limit });
+    const reader = await readCsvPage(res.body, res.request);
+    const cursorAt = reader.header.indexOf("_cursor");
+    const unknown = reader.header.filter((k) => k !== "_cursor" && !(k in ctx.plan.columns));
+    if (cursorAt < 0 || unknown.length) {
+      res.body.destroy();
+      if (cursorAt < 0) throw new StreamAbortedError(res.request, reader.bytes(), new Error("the rewrite feed's header lacks _cursor"));
+      throw new RewriteColumnsChanged(`the rewrite feed has columns the copy lacks (${unknown.join(", ")})`);
     }
-  }
+    let count = 0;
+    let lastCursor: string | null = feed.cursor;
+    async function* rows(source: AsyncIterable<Cell[]>): AsyncGenerator<Cell[]> {
+      for await (const row of source) {
+        count++;
+        lastCursor = row[cursorAt];
+        yield row;
+      }
+    }
+    let next: RewriteFeedState | undefined;
+    await ctx.target.writePage({
+      plan: ctx.plan,
+      header: reader.header,
+      rows: rows(reader.rows),
+      generation: ctx.state.generation,
+      stateAfter: () => {
+        next = { ...feed, cursor: lastCursor, rowsRewritten: (feed.rowsRewritten ?? 0) + count };
+        return { ...ctx.state, extensions: { ...ctx.state.extensions, [REWRITE_FEED]: next } };
+      },
+    });
+    ctx.state.extensions[REWRITE_FEED] = next!;
+    return count;
+  });
 }
 
-export const deletionsState = (state: DatasetState): DeletionsState =>
-  (state.extensions[DELETIONS] as DeletionsState | undefined) ?? { cursor: null };
+export const deletionsState = extensionState<DeletionsState>(DELETIONS, () => ({ cursor: null }));
 
 export function deletionFeed(): SyncExtension {
   return {
@@ -170,28 +178,22 @@ export function deletionFeed(): SyncExtension {
 
 /** One page of the deletion feed, read whole (retried from the same cursor when the stream is cut). */
 async function readTombstones(ctx: DatasetContext, cursor: string | null) {
-  const attempts = ctx.client.retry.pageAttempts;
-  for (let attempt = 1; ; attempt++) {
-    try {
-      const res = await ctx.client.openDeletions(ctx.entry, { cursor, limit: ctx.limit });
-      const reader = await readCsvPage(res.body, res.request);
-      const [id, deletedAt, cur] = ["id", "deleted_at", "_cursor"].map((k) => reader.header.indexOf(k));
-      if (id < 0 || deletedAt < 0 || cur < 0) {
-        res.body.destroy();
-        throw new StreamAbortedError(res.request, reader.bytes(), new Error("the deletion feed's header lacks id, deleted_at or _cursor"));
-      }
-      const rows: Array<{ id: string; deletedAt: string; cursor: string }> = [];
-      for await (const row of reader.rows) rows.push({ id: row[id]!, deletedAt: row[deletedAt]!, cursor: row[cur]! });
-      return rows;
-    } catch (err) {
-      if (!(err instanceof StreamAbortedError) || attempt >= attempts || ctx.signal?.aborted) throw err;
-      await sleep(backoffDelay(ctx.client.retry, attempt), ctx.signal).catch(() => undefined);
+  return readFeedPage(ctx, async () => {
+    const res = await ctx.client.openDeletions(ctx.entry, { cursor, limit: ctx.limit });
+    const reader = await readCsvPage(res.body, res.request);
+    const [id, deletedAt, cur] = ["id", "deleted_at", "_cursor"].map((k) => reader.header.indexOf(k));
+    if (id < 0 || deletedAt < 0 || cur < 0) {
+      res.body.destroy();
+      throw new StreamAbortedError(res.request, reader.bytes(), new Error("the deletion feed's header lacks id, deleted_at or _cursor"));
     }
-  }
+    const rows: Array<{ id: string; deletedAt: string; cursor: string }> = [];
+    for await (const row of reader.rows) rows.push({ id: row[id]!, deletedAt: row[deletedAt]!, cursor: row[cur]! });
+    return rows;
+  });
 }
 
 export function rewriteSignal(): SyncExtension {
-  const get = (state: DatasetState) => (state.extensions[REWRITES] as RewritesState | undefined) ?? { token: null, pendingToken: null };
+  const get = extensionState<RewritesState>(REWRITES, () => ({ token: null, pendingToken: null }));
   return {
     name: REWRITES,
     fullReadReason(entry: ListingEntry, state: DatasetState) {

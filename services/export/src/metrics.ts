@@ -1,11 +1,4 @@
-import {
-  Counter,
-  Gauge,
-  ServiceMetrics,
-  VISIBILITY_HORIZON_HOLDERS,
-  type MetricsOptions,
-  type VisibilityHorizonHolder,
-} from "@exportsvc/common";
+import { ServiceMetrics, VISIBILITY_HORIZON_HOLDERS, type MetricsOptions, type VisibilityHorizonHolder } from "@exportsvc/common";
 
 /** Dataset families, for the export counters. */
 export const EXPORT_FAMILIES = ["resource", "deviations", "submission", "grid"] as const;
@@ -17,38 +10,13 @@ export type FormPageCursorSource = (typeof FORM_PAGE_CURSOR_SOURCES)[number];
 
 /** The export service's metric families (pages streamed, their cursors, the visibility horizon), beside the shared ones. */
 export class ExportMetrics extends ServiceMetrics {
-  readonly exportRows: Counter<"family">;
-  readonly exportBytes: Counter<"family">;
-  readonly formPages: Counter<"source">;
-  readonly visibilityHorizonLag: Gauge<"holder">;
+  readonly exportRows = this.counter("export_rows_total", "CSV data rows streamed to clients, by dataset family.", ["family"]);
+  readonly exportBytes = this.counter("export_bytes_total", "CSV bytes streamed to clients (before compression), by dataset family.", ["family"]);
+  readonly formPages = this.counter("export_form_pages_total", "Form dataset pages exported, by where their _cursor values came from: stored with the rows, or signed by the page query (the table's signing key left the export's CURSOR_KEYS, or the schema service has none).", ["source"]);
+  readonly visibilityHorizonLag = this.gauge("export_visibility_horizon_lag_seconds", "How far behind the current time the last export page's visibility horizon was held, by holder kind: undeclared_writer / declared_writer (open transactions that hold a transaction id; declared ones only for their own organization), pending_changes (unapplied form changes), reader_ignored (an open read-only transaction, which does not hold it: reported only).", ["holder"]);
 
   constructor(options: MetricsOptions = {}) {
     super(options);
-    const registers = [this.registry];
-    this.exportRows = new Counter({
-      name: "export_rows_total",
-      help: "CSV data rows streamed to clients, by dataset family.",
-      labelNames: ["family"],
-      registers,
-    });
-    this.exportBytes = new Counter({
-      name: "export_bytes_total",
-      help: "CSV bytes streamed to clients (before compression), by dataset family.",
-      labelNames: ["family"],
-      registers,
-    });
-    this.formPages = new Counter({
-      name: "export_form_pages_total",
-      help: "Form dataset pages exported, by where their _cursor values came from: stored with the rows, or signed by the page query (the table's signing key left the export's CURSOR_KEYS, or the schema service has none).",
-      labelNames: ["source"],
-      registers,
-    });
-    this.visibilityHorizonLag = new Gauge({
-      name: "export_visibility_horizon_lag_seconds",
-      help: "How far behind the current time the last export page's visibility horizon was held, by holder kind: undeclared_writer / declared_writer (open transactions that hold a transaction id; declared ones only for their own organization), pending_changes (unapplied form changes), reader_ignored (an open read-only transaction, which does not hold it: reported only).",
-      labelNames: ["holder"],
-      registers,
-    });
     for (const holder of VISIBILITY_HORIZON_HOLDERS) this.visibilityHorizonLag.set({ holder }, 0);
   }
 

@@ -1,4 +1,4 @@
-import { Counter, Gauge, Histogram, ServiceMetrics, type MetricsOptions } from "@exportsvc/common";
+import { ServiceMetrics, type MetricsOptions } from "@exportsvc/common";
 
 export const REBUILD_OUTCOMES = ["success", "failure", "superseded"] as const;
 export type RebuildOutcome = (typeof REBUILD_OUTCOMES)[number];
@@ -8,31 +8,12 @@ const REBUILD_BUCKETS = [0.1, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600, 1800, 3
 
 /** The schema service's metric families (form dataset maintenance), beside the shared ones. */
 export class SchemaMetrics extends ServiceMetrics {
-  readonly rebuildDuration: Histogram<"outcome">;
-  readonly rebuilds: Counter<"outcome">;
-  readonly maintenanceLag: Gauge;
+  readonly rebuildDuration = this.histogram("dataset_rebuild_duration_seconds", "Duration of form dataset rebuilds (new table written and swapped in), by outcome.", ["outcome"], REBUILD_BUCKETS);
+  readonly rebuilds = this.counter("dataset_rebuilds_total", "Form dataset rebuilds finished, by outcome.", ["outcome"]);
+  readonly maintenanceLag = this.gauge("dataset_maintenance_lag_seconds", "Age of the oldest source change not yet applied to the materialized form datasets (0 when caught up).");
 
   constructor(options: MetricsOptions = {}) {
     super(options);
-    const registers = [this.registry];
-    this.rebuildDuration = new Histogram({
-      name: "dataset_rebuild_duration_seconds",
-      help: "Duration of form dataset rebuilds (new table written and swapped in), by outcome.",
-      labelNames: ["outcome"],
-      buckets: REBUILD_BUCKETS,
-      registers,
-    });
-    this.rebuilds = new Counter({
-      name: "dataset_rebuilds_total",
-      help: "Form dataset rebuilds finished, by outcome.",
-      labelNames: ["outcome"],
-      registers,
-    });
-    this.maintenanceLag = new Gauge({
-      name: "dataset_maintenance_lag_seconds",
-      help: "Age of the oldest source change not yet applied to the materialized form datasets (0 when caught up).",
-      registers,
-    });
     this.maintenanceLag.set(0);
   }
 

@@ -13,32 +13,11 @@ import { pipeline } from "node:stream/promises";
 import type { DuckDBAppender, DuckDBConnection, DuckDBInstance } from "@duckdb/node-api";
 import type { Cell } from "../csv";
 import { reviveDatasetState, type DatasetState, type SyncState } from "../state";
-import { quoteIdent as q } from "./sql";
-import {
-  GENERATION_COLUMN,
-  type ContentComparison,
-  type ContentDifferences,
-  type FinishDataset,
-  type FinishResult,
-  type PageWrite,
-  type RawPageWrite,
-  type TablePlan,
-  type Target,
-  type TombstoneWrite,
-} from "./target";
+import { columnTypes, quoteIdent as q, stagedColumns, STATE_SCHEMA as STATE } from "./sql";
+import { GENERATION_COLUMN, type ContentComparison, type ContentDifferences, type FinishDataset, type FinishResult, type PageWrite, type RawPageWrite, type TablePlan, type Target, type TombstoneWrite } from "./target";
 
-const TYPES: Record<string, string> = {
-  text: "VARCHAR",
-  number: "DOUBLE",
-  boolean: "BOOLEAN",
-  dateTime: "TIMESTAMPTZ",
-  localDateTime: "TIMESTAMP",
-  date: "DATE",
-  uuid: "UUID",
-};
-export const duckdbType = (dataType: string) => TYPES[dataType] ?? "VARCHAR";
+export const duckdbType = columnTypes({ text: "VARCHAR", number: "DOUBLE", boolean: "BOOLEAN", dateTime: "TIMESTAMPTZ", localDateTime: "TIMESTAMP", date: "DATE", uuid: "UUID" }, "VARCHAR");
 
-const STATE = "dataset_sync";
 const STAGE = q("sync$stage");
 const FRESH_STAGE = q("sync$fresh_stage");
 const FRESH = q("sync$fresh");
@@ -222,18 +201,11 @@ export class DuckDBTarget implements Target {
   }
 
   /** The plan's columns present in the header, and the typed expression reading each from the staged page `s`. */
-  private stagedColumns(plan: TablePlan, header: string[]): { targets: string[]; values: string[]; keys: string[] } {
-    const targets: string[] = [];
-    const values: string[] = [];
-    const keys: string[] = [];
-    header.forEach((key, i) => {
-      if (!(key in plan.columns)) return;
+  private stagedColumns(plan: TablePlan, header: string[]) {
+    return stagedColumns(plan, header, (i, key) => {
       const type = duckdbType(plan.columns[key]);
-      targets.push(q(key));
-      keys.push(key);
-      values.push(type === "VARCHAR" ? `s.c${i}` : `CAST(NULLIF(s.c${i}, '') AS ${type})`);
+      return type === "VARCHAR" ? `s.c${i}` : `CAST(NULLIF(s.c${i}, '') AS ${type})`;
     });
-    return { targets, values, keys };
   }
 
   /**

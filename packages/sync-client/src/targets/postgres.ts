@@ -10,32 +10,11 @@ import { Pool, type PoolClient } from "pg";
 import { from as copyFrom } from "pg-copy-streams";
 import type { Cell } from "../csv";
 import { reviveDatasetState, type DatasetState, type SyncState } from "../state";
-import { quoteIdent as q } from "./sql";
-import {
-  GENERATION_COLUMN,
-  type ContentComparison,
-  type ContentDifferences,
-  type FinishDataset,
-  type FinishResult,
-  type PageWrite,
-  type RawPageWrite,
-  type TablePlan,
-  type Target,
-  type TombstoneWrite,
-} from "./target";
+import { columnTypes, quoteIdent as q, stagedColumns, STATE_SCHEMA as STATE } from "./sql";
+import { GENERATION_COLUMN, type ContentComparison, type ContentDifferences, type FinishDataset, type FinishResult, type PageWrite, type RawPageWrite, type TablePlan, type Target, type TombstoneWrite } from "./target";
 
-const TYPES: Record<string, string> = {
-  text: "text",
-  number: "numeric",
-  boolean: "boolean",
-  dateTime: "timestamptz",
-  localDateTime: "timestamp",
-  date: "date",
-  uuid: "uuid",
-};
-export const postgresType = (dataType: string) => TYPES[dataType] ?? "text";
+export const postgresType = columnTypes({ text: "text", number: "numeric", boolean: "boolean", dateTime: "timestamptz", localDateTime: "timestamp", date: "date", uuid: "uuid" }, "text");
 
-const STATE = "dataset_sync";
 const WRITER_LOCK = "hashtext('dataset_sync writer')";
 
 export class PostgresTarget implements Target {
@@ -240,7 +219,7 @@ export class PostgresTarget implements Target {
     return this.transaction(async (client) => {
       await stageRows(client, header.length, rows);
       await client.query(`CREATE TEMP TABLE ${q(FRESH)} (LIKE ${q(plan.table)}) ON COMMIT DROP`);
-      const { targets, values } = stagedColumns(plan, header);
+      const { targets, values } = stagedPostgresColumns(plan, header);
       await client.query(`INSERT INTO ${q(FRESH)} (${targets.join(", ")}, ${q(GENERATION_COLUMN)}) SELECT ${values.join(", ")}, 0 FROM ${q(STAGE)} s`);
       const keys = plan.keyColumns.map(q).join(", ");
       const doc = `to_jsonb(t) - '${GENERATION_COLUMN.replace(/'/g, "''")}'`;
@@ -366,21 +345,15 @@ async function stageRows(client: PoolClient, columns: number, rows: AsyncIterabl
 }
 
 /** The plan's columns present in the header, and the typed expression that reads each from the staged page `s`. */
-function stagedColumns(plan: TablePlan, header: string[]): { targets: string[]; values: string[] } {
-  const targets: string[] = [];
-  const values: string[] = [];
-  header.forEach((key, i) => {
-    if (!(key in plan.columns)) return;
+const stagedPostgresColumns = (plan: TablePlan, header: string[]) =>
+  stagedColumns(plan, header, (i, key) => {
     const type = postgresType(plan.columns[key]);
-    targets.push(q(key));
-    values.push(type === "text" ? `s.c${i}` : `NULLIF(s.c${i}, '')::${type}`);
+    return type === "text" ? `s.c${i}` : `NULLIF(s.c${i}, '')::${type}`;
   });
-  return { targets, values };
-}
 
 /** Upserts the staged page into the dataset's table (typed casts) and records the grid ids it touched. */
 async function upsertFromStage(client: PoolClient, plan: TablePlan, header: string[], generation: number, datasetKey: string) {
-  const { targets, values } = stagedColumns(plan, header);
+  const { targets, values } = stagedPostgresColumns(plan, header);
   const inHeader = new Set(header);
   const keys = plan.keyColumns.map(q);
   const updates = targets

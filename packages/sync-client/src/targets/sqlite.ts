@@ -6,25 +6,15 @@
 import Database from "better-sqlite3";
 import type { Cell } from "../csv";
 import { reviveDatasetState, type DatasetState, type SyncState } from "../state";
-import { quoteIdent as q } from "./sql";
-import {
-  GENERATION_COLUMN,
-  type ContentComparison,
-  type ContentDifferences,
-  type FinishDataset,
-  type FinishResult,
-  type PageWrite,
-  type TablePlan,
-  type Target,
-  type TombstoneWrite,
-} from "./target";
+import { quoteIdent as q, STATE_SCHEMA } from "./sql";
+import { GENERATION_COLUMN, type ContentComparison, type ContentDifferences, type FinishDataset, type FinishResult, type PageWrite, type TablePlan, type Target, type TombstoneWrite } from "./target";
 
 const TYPES: Record<string, string> = { number: "NUMERIC", boolean: "INTEGER" };
 export const sqliteType = (dataType: string) => TYPES[dataType] ?? "TEXT";
 
-const META = q("dataset_sync$meta");
-const DATASETS = q("dataset_sync$datasets");
-const TOUCHED = q("dataset_sync$touched");
+const META = q(`${STATE_SCHEMA}$meta`);
+const DATASETS = q(`${STATE_SCHEMA}$datasets`);
+const TOUCHED = q(`${STATE_SCHEMA}$touched`);
 
 export class SqliteTarget implements Target {
   readonly kind = "sqlite" as const;

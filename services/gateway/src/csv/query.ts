@@ -1,17 +1,10 @@
 import { Errors, isUuid, quoteInput } from "@exportsvc/common";
+import type { ExportCsvRequest } from "@exportsvc/proto";
 import { parametersWithInvalidText } from "../http/text-input";
 import { parseInstantMicros } from "./timestamp";
 
 /** The CSV endpoint's query, parsed to the types of ExportCsvRequest (range rules are the export service's). */
-export interface CsvQuery {
-  cursor?: string;
-  modifiedSinceMicros?: bigint;
-  after?: string;
-  afterRowIndex?: bigint;
-  limit?: number;
-  fromMicros?: bigint;
-  toMicros?: bigint;
-}
+export type CsvQuery = Omit<ExportCsvRequest, "$typeName" | "$unknown" | "organizationId" | "datasetKey">;
 
 type RawQuery = Record<string, string | string[] | undefined>;
 

@@ -115,6 +115,24 @@ const commonErrorResponses = (notFound: ErrorCode[], extra: Record<string, unkno
   "500": problemResponse(500, ["INTERNAL_ERROR"]),
 });
 
+/** The path parameter of every per-dataset endpoint. */
+const datasetKeyParameter = () => ({ name: "datasetKey", in: "path", required: true, description: "The `key` from the listing.", schema: { type: "string", maxLength: 63 } });
+const cursorParameter = (description: string) => ({ name: "cursor", in: "query", required: false, description, schema: { type: "string" } });
+/** A page's `limit`: 1 to the public page size, default that (docs/contract.md, "Limits"). */
+const limitParameter = (description: string) => ({
+  name: "limit",
+  in: "query",
+  required: false,
+  description,
+  schema: { type: "integer", format: "int32", minimum: 1, maximum: LIMITS.pageSize, default: LIMITS.pageSize },
+});
+const csvPageResponse = (description: string, example: string) => ({ description, content: { "text/csv": { schema: { type: "string" }, example } } });
+/** The failures a dataset's CSV page and both its feeds share, after their own 400 (and 410). */
+const datasetPageFailures = () => ({
+  ...commonErrorResponses(["DATASET_NOT_FOUND", "ORGANIZATION_NOT_CONFIGURED", "NOT_FOUND"]),
+  "503": problemResponse(503, ["DATASET_NOT_EXPORTABLE", "AUTH_UNAVAILABLE", "DATABASE_UNAVAILABLE"]),
+});
+
 /**
  * Not `format: date-time`: the values the API itself returns (`last_modified`, PostgreSQL's text form
  * `2024-05-01 12:30:00.123456+00`) are not RFC 3339, and strict validators would refuse them. The
@@ -188,14 +206,10 @@ export function buildOpenApiDocument(version: string): OpenApiDocument {
             "oldest first. Page: call without `cursor`, then with the `_cursor` of the last row; stop when a page has fewer " +
             "rows than the `limit` sent. A failure after the first 64 KiB aborts the connection: retry from the same cursor.",
           parameters: [
-            { name: "datasetKey", in: "path", required: true, description: "The `key` from the listing.", schema: { type: "string", maxLength: 63 } },
-            {
-              name: "cursor",
-              in: "query",
-              required: false,
-              description: "Opaque `_cursor` of the last processed row, sent back unchanged and URL-encoded. Omit for the first page. Not combinable with modifiedSince, after, afterRowIndex.",
-              schema: { type: "string" },
-            },
+            datasetKeyParameter(),
+            cursorParameter(
+              "Opaque `_cursor` of the last processed row, sent back unchanged and URL-encoded. Omit for the first page. Not combinable with modifiedSince, after, afterRowIndex.",
+            ),
             instantParameter(
               "modifiedSince",
               "Original paging parameter: `last_modified` of the last row of the previous page, exactly as received (microsecond precision). Must be sent with `after`. URL-encode the `+` of the offset.",
@@ -208,24 +222,16 @@ export function buildOpenApiDocument(version: string): OpenApiDocument {
               description: "Further tiebreaker for grid datasets: `row_index` of the last row. Requires `after`; rejected on datasets without `row_index`.",
               schema: { type: "integer", format: "int64", minimum: 1 },
             },
-            {
-              name: "limit",
-              in: "query",
-              required: false,
-              description: "About this many rows: a page is never cut through a group of rows sharing a position, so it can hold a few more. A larger value than the maximum is rejected, never reduced.",
-              schema: { type: "integer", format: "int32", minimum: 1, maximum: LIMITS.pageSize, default: LIMITS.pageSize },
-            },
+            limitParameter(
+              "About this many rows: a page is never cut through a group of rows sharing a position, so it can hold a few more. A larger value than the maximum is rejected, never reduced.",
+            ),
             instantParameter("from", "Form datasets: rows completed on or after this instant (a grid dataset filters on its submission)."),
             instantParameter("to", "Form datasets: rows completed before this instant (a grid dataset filters on its submission)."),
           ],
           responses: {
-            "200": {
-              description: "One page of the dataset (chunked; no Content-Length).",
-              content: { "text/csv": { schema: { type: "string" }, example: "\ufeffid,last_modified,_cursor\n" } },
-            },
+            "200": csvPageResponse("One page of the dataset (chunked; no Content-Length).", "\ufeffid,last_modified,_cursor\n"),
             "400": problemResponse(400, ["INVALID_PARAMETER", "INVALID_CURSOR", "MISSING_PARAMETER", "HTTP_VERSION_NOT_SUPPORTED", "BAD_REQUEST"]),
-            ...commonErrorResponses(["DATASET_NOT_FOUND", "ORGANIZATION_NOT_CONFIGURED", "NOT_FOUND"]),
-            "503": problemResponse(503, ["DATASET_NOT_EXPORTABLE", "AUTH_UNAVAILABLE", "DATABASE_UNAVAILABLE"]),
+            ...datasetPageFailures(),
           },
         },
       },
@@ -241,31 +247,19 @@ export function buildOpenApiDocument(version: string): OpenApiDocument {
             "interchangeable. Apply a tombstone only when its `deleted_at` is newer than the stored row's `last_modified`. " +
             "Tombstones are kept for the operator's retention (default 35 days).",
           parameters: [
-            { name: "datasetKey", in: "path", required: true, description: "The `key` from the listing.", schema: { type: "string", maxLength: 63 } },
-            {
-              name: "cursor",
-              in: "query",
-              required: false,
-              description: "Opaque `_cursor` of the last processed tombstone of this feed, sent back unchanged and URL-encoded. Omit for the oldest retained tombstone.",
-              schema: { type: "string" },
-            },
-            {
-              name: "limit",
-              in: "query",
-              required: false,
-              description: "About this many tombstones (a page is never cut through tombstones sharing a position). A larger value than the maximum is rejected, never reduced.",
-              schema: { type: "integer", format: "int32", minimum: 1, maximum: LIMITS.pageSize, default: LIMITS.pageSize },
-            },
+            datasetKeyParameter(),
+            cursorParameter(
+              "Opaque `_cursor` of the last processed tombstone of this feed, sent back unchanged and URL-encoded. Omit for the oldest retained tombstone.",
+            ),
+            limitParameter(
+              "About this many tombstones (a page is never cut through tombstones sharing a position). A larger value than the maximum is rejected, never reduced.",
+            ),
           ],
           responses: {
-            "200": {
-              description: "One page of the deletion feed (chunked; no Content-Length).",
-              content: { "text/csv": { schema: { type: "string" }, example: "\ufeffid,deleted_at,_cursor\n" } },
-            },
+            "200": csvPageResponse("One page of the deletion feed (chunked; no Content-Length).", "\ufeffid,deleted_at,_cursor\n"),
             "400": problemResponse(400, ["INVALID_PARAMETER", "INVALID_CURSOR", "BAD_REQUEST"]),
             "410": problemResponse(410, ["DELETIONS_CURSOR_EXPIRED"]),
-            ...commonErrorResponses(["DATASET_NOT_FOUND", "ORGANIZATION_NOT_CONFIGURED", "NOT_FOUND"]),
-            "503": problemResponse(503, ["DATASET_NOT_EXPORTABLE", "AUTH_UNAVAILABLE", "DATABASE_UNAVAILABLE"]),
+            ...datasetPageFailures(),
           },
         },
       },
@@ -281,30 +275,18 @@ export function buildOpenApiDocument(version: string): OpenApiDocument {
             "(a grid dataset: `id` and `row_index`). Same CSV dialect, paging loop, limit, authentication and rate limits as the " +
             "CSV endpoint; its cursors are its own. Entries are kept for the operator's retention (default 35 days).",
           parameters: [
-            { name: "datasetKey", in: "path", required: true, description: "The `key` from the listing.", schema: { type: "string", maxLength: 63 } },
-            {
-              name: "cursor",
-              in: "query",
-              required: false,
-              description: "Opaque `_cursor` of the last processed row of this feed, sent back unchanged and URL-encoded. Omit for the oldest retained rewrite.",
-              schema: { type: "string" },
-            },
-            {
-              name: "limit",
-              in: "query",
-              required: false,
-              description: "About this many rewritten rows (a page is never cut through rows sharing a position). A larger value than the maximum is rejected, never reduced.",
-              schema: { type: "integer", format: "int32", minimum: 1, maximum: 5000, default: 5000 },
-            },
+            datasetKeyParameter(),
+            cursorParameter(
+              "Opaque `_cursor` of the last processed row of this feed, sent back unchanged and URL-encoded. Omit for the oldest retained rewrite.",
+            ),
+            limitParameter(
+              "About this many rewritten rows (a page is never cut through rows sharing a position). A larger value than the maximum is rejected, never reduced.",
+            ),
           ],
           responses: {
-            "200": {
-              description: "One page of the rewrite feed (chunked; no Content-Length); the header row is the dataset's columns, then `_cursor`.",
-              content: { "text/csv": { schema: { type: "string" }, example: "\ufeffid,name,last_modified,_cursor\n" } },
-            },
+            "200": csvPageResponse("One page of the rewrite feed (chunked; no Content-Length); the header row is the dataset's columns, then `_cursor`.", "\ufeffid,name,last_modified,_cursor\n"),
             "400": problemResponse(400, ["INVALID_PARAMETER", "INVALID_CURSOR", "REWRITES_CURSOR_EXPIRED", "BAD_REQUEST"]),
-            ...commonErrorResponses(["DATASET_NOT_FOUND", "ORGANIZATION_NOT_CONFIGURED", "NOT_FOUND"]),
-            "503": problemResponse(503, ["DATASET_NOT_EXPORTABLE", "AUTH_UNAVAILABLE", "DATABASE_UNAVAILABLE"]),
+            ...datasetPageFailures(),
           },
         },
       },

@@ -4,7 +4,7 @@
  * The record schemas live beside this file: scalars, resources, forms, submissions (with deviations).
  */
 import { z } from "zod";
-import { ATTRIBUTE_TYPES, FIELD_TYPES, type FieldType } from "@exportsvc/datasets";
+import { ATTRIBUTE_TYPES, FIELD_TYPES, OTHER_RECORDS, type FieldType, type ResourceSectionName } from "@exportsvc/datasets";
 import { area, chemical, customAttribute, customer, document, employee, equipment, lot, product, productCategory, recipe, site, supplier, team } from "./resources";
 import { form } from "./forms";
 import { ids, uuid } from "./scalars";
@@ -16,36 +16,41 @@ export { ATTRIBUTE_KINDS, PRODUCT_TYPES, type AttributeSection } from "./resourc
 export { SELECTABLE_KINDS, type FieldInput, type FormInput } from "./forms";
 export type { SubmissionInput } from "./submissions";
 
-/** Sections that can appear in `delete` (hard deletes by id). */
-export const DELETABLE_SECTIONS = [
-  "sites", "teams", "employees", "customAttributes", "suppliers", "customers", "products", "productCategories",
-  "equipment", "chemicals", "areas", "lots", "recipes", "documents", "forms", "submissions", "deviations",
-] as const;
-export type DeletableSection = (typeof DELETABLE_SECTIONS)[number];
+/**
+ * The document's record sections in the order they are declared, checked and deleted (in reverse):
+ * every resource kind of the domain (a kind without its record schema here does not compile), the
+ * sites and teams they refer to, and the records that are not resource kinds.
+ */
+const SECTION_RECORDS = {
+  sites: site,
+  teams: team,
+  employees: employee,
+  customAttributes: customAttribute,
+  suppliers: supplier,
+  customers: customer,
+  products: product,
+  productCategories: productCategory,
+  equipment,
+  chemicals: chemical,
+  areas: area,
+  lots: lot,
+  recipes: recipe,
+  documents: document,
+  forms: form,
+  submissions: submission,
+  deviations: deviation,
+} satisfies Record<ResourceSectionName | Exclude<keyof typeof OTHER_RECORDS, "steps">, z.ZodType>;
+
+/** Sections that can appear in `delete` (hard deletes by id): every record section. */
+export type DeletableSection = keyof typeof SECTION_RECORDS;
+export const DELETABLE_SECTIONS = Object.keys(SECTION_RECORDS) as DeletableSection[];
 
 const deletions = z.strictObject(Object.fromEntries(DELETABLE_SECTIONS.map((s) => [s, ids])) as Record<DeletableSection, typeof ids>);
+const sections = Object.fromEntries(Object.entries(SECTION_RECORDS).map(([s, record]) => [s, z.array(record).optional()])) as {
+  [S in DeletableSection]: z.ZodOptional<z.ZodArray<(typeof SECTION_RECORDS)[S]>>;
+};
 
-export const applyDocumentSchema = z.strictObject({
-  organization: uuid,
-  sites: z.array(site).optional(),
-  teams: z.array(team).optional(),
-  employees: z.array(employee).optional(),
-  customAttributes: z.array(customAttribute).optional(),
-  suppliers: z.array(supplier).optional(),
-  customers: z.array(customer).optional(),
-  products: z.array(product).optional(),
-  productCategories: z.array(productCategory).optional(),
-  equipment: z.array(equipment).optional(),
-  chemicals: z.array(chemical).optional(),
-  areas: z.array(area).optional(),
-  lots: z.array(lot).optional(),
-  recipes: z.array(recipe).optional(),
-  documents: z.array(document).optional(),
-  forms: z.array(form).optional(),
-  submissions: z.array(submission).optional(),
-  deviations: z.array(deviation).optional(),
-  delete: deletions.optional(),
-});
+export const applyDocumentSchema = z.strictObject({ organization: uuid, ...sections, delete: deletions.optional() });
 
 /** The document as written (input to applyDocument). */
 export type ApplyDocumentInput = z.input<typeof applyDocumentSchema>;

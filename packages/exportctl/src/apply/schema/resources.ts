@@ -1,5 +1,5 @@
 import { z } from "zod";
-import { ATTRIBUTE_RESOURCE_KINDS, ATTRIBUTE_TYPES, RESOURCES, type AttributeResourceKind } from "@exportsvc/datasets";
+import { ATTRIBUTE_RESOURCE_KINDS, ATTRIBUTE_TYPES, RESOURCES, type AttributeResourceKind, type ResourceSectionName } from "@exportsvc/datasets";
 import { attributes, day, ids, lastModified, number, ref, text, uuid } from "./scalars";
 
 /** Resource kinds that carry custom attributes, as document sections (camelCase) and as stored (snake_case). */
@@ -19,6 +19,16 @@ const attributeKind = z
     }
     return kind;
   });
+
+/**
+ * A resource section's record: its id, the fields of its own columns, `attributes` where the domain
+ * says the kind carries custom attributes, and lastModified (in that order, the order issues are
+ * reported in).
+ */
+function resourceRecord<S extends ResourceSectionName, F extends z.ZodRawShape>(section: S, fields: F) {
+  const carried = (section in ATTRIBUTE_KINDS ? { attributes } : {}) as S extends AttributeSection ? { attributes: typeof attributes } : Record<never, never>;
+  return z.strictObject({ id: uuid, ...fields, ...carried, lastModified });
+}
 
 /** The postal address fields of suppliers and customers (their tables' street1 ... country columns). */
 const address = { street1: text, street2: text, city: text, region: text, zipCode: text, country: text };
@@ -45,16 +55,13 @@ function isTimeZone(zone: string): boolean {
 
 export const team = z.strictObject({ id: uuid, name: z.string(), lastModified });
 
-export const employee = z.strictObject({
-  id: uuid,
+export const employee = resourceRecord("employees", {
   firstName: text,
   lastName: text,
   jobTitle: text,
   accessLevel: text,
   teams: ids,
   sites: ids,
-  attributes,
-  lastModified,
 });
 
 export const customAttribute = z.strictObject({
@@ -66,8 +73,7 @@ export const customAttribute = z.strictObject({
   position: z.number().int().optional(),
 });
 
-export const supplier = z.strictObject({
-  id: uuid,
+export const supplier = resourceRecord("suppliers", {
   name: text,
   description: text,
   websiteUrl: text,
@@ -77,12 +83,9 @@ export const supplier = z.strictObject({
   ...address,
   products: ids,
   parents: ids,
-  attributes,
-  lastModified,
 });
 
-export const customer = z.strictObject({
-  id: uuid,
+export const customer = resourceRecord("customers", {
   name: text,
   description: text,
   websiteUrl: text,
@@ -93,11 +96,9 @@ export const customer = z.strictObject({
   contactEmail: text,
   contactPhone: text,
   products: ids,
-  attributes,
-  lastModified,
 });
 
-export const productCategory = z.strictObject({ id: uuid, name: text, description: text, parentId: ref, attributes, lastModified });
+export const productCategory = resourceRecord("productCategories", { name: text, description: text, parentId: ref });
 
 export const PRODUCT_TYPES = { RawMaterial: 0, WorkInProgress: 1, FinishedGood: 2, Packaging: 3 } as const;
 const productType = z
@@ -106,8 +107,7 @@ const productType = z
   .nullable()
   .optional();
 
-export const product = z.strictObject({
-  id: uuid,
+export const product = resourceRecord("products", {
   name: text,
   description: text,
   productCode: text,
@@ -118,12 +118,9 @@ export const product = z.strictObject({
   defaultShelfLifeQuantity: number,
   defaultShelfLifeUnit: text,
   sites: ids,
-  attributes,
-  lastModified,
 });
 
-export const area = z.strictObject({
-  id: uuid,
+export const area = resourceRecord("areas", {
   name: text,
   description: text,
   type: text,
@@ -131,35 +128,26 @@ export const area = z.strictObject({
   sizeUnit: text,
   parentId: ref,
   siteId: ref,
-  attributes,
-  lastModified,
 });
 
-export const equipment = z.strictObject({
-  id: uuid,
+export const equipment = resourceRecord("equipment", {
   name: text,
   make: text,
   model: text,
   serialNumber: text,
   siteId: ref,
   areaId: ref,
-  attributes,
-  lastModified,
 });
 
-export const chemical = z.strictObject({
-  id: uuid,
+export const chemical = resourceRecord("chemicals", {
   name: text,
   type: text,
   grade: text,
   productionMethod: text,
   sites: ids,
-  attributes,
-  lastModified,
 });
 
-export const lot = z.strictObject({
-  id: uuid,
+export const lot = resourceRecord("lots", {
   code: text,
   description: text,
   status: text,
@@ -170,12 +158,9 @@ export const lot = z.strictObject({
   dateProduced: day.nullable().optional(),
   productId: ref,
   siteId: ref,
-  attributes,
-  lastModified,
 });
 
-export const recipe = z.strictObject({
-  id: uuid,
+export const recipe = resourceRecord("recipes", {
   name: text,
   description: text,
   status: text,
@@ -183,26 +168,20 @@ export const recipe = z.strictObject({
   outputUnit: text,
   hasUnpublishedChanges: z.boolean().optional(),
   outputProductId: ref,
-  attributes,
-  lastModified,
 });
 
 const documentVersion = z.strictObject({ id: uuid, label: z.string(), current: z.boolean().optional() });
-export const document = z
-  .strictObject({
-    id: uuid,
-    name: text,
-    type: text,
-    about: text,
-    status: z.enum(["Draft", "InReview", "Published", "Rejected"]).optional(),
-    archived: z.boolean().optional(),
-    versions: z.array(documentVersion).optional(),
-    sites: ids,
-    teams: ids,
-    lastModified,
-  })
-  .superRefine((d, ctx) => {
-    if ((d.versions ?? []).filter((v) => v.current).length > 1) {
-      ctx.addIssue({ code: "custom", path: ["versions"], message: "at most one version can be current" });
-    }
-  });
+export const document = resourceRecord("documents", {
+  name: text,
+  type: text,
+  about: text,
+  status: z.enum(["Draft", "InReview", "Published", "Rejected"]).optional(),
+  archived: z.boolean().optional(),
+  versions: z.array(documentVersion).optional(),
+  sites: ids,
+  teams: ids,
+}).superRefine((d, ctx) => {
+  if ((d.versions ?? []).filter((v) => v.current).length > 1) {
+    ctx.addIssue({ code: "custom", path: ["versions"], message: "at most one version can be current" });
+  }
+});
