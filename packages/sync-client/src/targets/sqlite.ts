@@ -99,6 +99,7 @@ export class SqliteTarget implements Target {
           (write.append ? "" : ` ON CONFLICT (${plan.keyColumns.map(q).join(", ")}) DO UPDATE SET ${updates.join(", ")}`),
       );
     let many: Database.Statement | undefined;
+    let one: Database.Statement | undefined;
     const converters = used.map((c) => converter(c.type));
     const grid = plan.keyColumns.includes("row_index") && !write.append;
     const idAt = header.indexOf("id");
@@ -110,14 +111,23 @@ export class SqliteTarget implements Target {
     try {
       const values: unknown[] = new Array(batch * width);
       let filled = 0;
+      let text = 0;
+      // Rows held for a statement: at most `batch`, and no more text than BYTES_PER_STATEMENT (wide rows go one by one).
+      const flush = () => {
+        if (filled === batch) (many ??= insert(batch)).run(values);
+        else for (let i = 0; i < filled; i++) (one ??= insert(1)).run(values.slice(i * width, (i + 1) * width));
+        filled = 0;
+        text = 0;
+      };
       for await (const row of write.rows) {
         const at = filled * width;
-        for (let j = 0; j < used.length; j++) values[at + j] = converters[j](row[used[j].i]);
-        values[at + used.length] = write.generation;
-        if (++filled === batch) {
-          (many ??= insert(batch)).run(values);
-          filled = 0;
+        for (let j = 0; j < used.length; j++) {
+          const cell = row[used[j].i];
+          if (cell !== null) text += cell.length;
+          values[at + j] = converters[j](cell);
         }
+        values[at + used.length] = write.generation;
+        if (++filled === batch || text > BYTES_PER_STATEMENT) flush();
         rows++;
         if (grid) {
           const id = row[idAt] as string;
@@ -128,10 +138,8 @@ export class SqliteTarget implements Target {
           else if (rowIndex > seen.max) seen.max = rowIndex;
         }
       }
-      if (filled) {
-        const one = insert(1);
-        for (let i = 0; i < filled; i++) one.run(values.slice(i * width, (i + 1) * width));
-      }
+      if (filled) flush();
+      values.fill(null);
       const state = write.stateAfter();
       if (touched.size) {
         const touch = this.db.prepare(
@@ -314,6 +322,7 @@ export class SqliteTarget implements Target {
 /** Rows per INSERT statement of a page, fewer for wide tables (SQLite binds at most 32 766 variables). */
 const ROWS_PER_STATEMENT = 64;
 const VARIABLES_PER_STATEMENT = 8_000;
+const BYTES_PER_STATEMENT = 256 * 1024;
 
 /** The plan's columns present in the header, with their position in it and their type. */
 function usedColumns(plan: TablePlan, header: string[]): Array<{ key: string; i: number; type: string }> {
