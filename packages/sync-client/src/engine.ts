@@ -18,7 +18,7 @@ import { notListedMessage } from "./dataset-keys";
 import { builtinExtensions } from "./feeds";
 import type { SyncExtension } from "./hooks";
 import { newDatasetState, type DatasetState, type SyncState } from "./state";
-import type { TablePlan, Target } from "./targets/target";
+import { AppendRefused, type TablePlan, type Target } from "./targets/target";
 
 export interface SyncOptions {
   /** Rows per CSV call (1..5000). */
@@ -231,6 +231,11 @@ export class SyncEngine {
     let extensionDeleted = 0;
     try {
       ds.columns = await this.target.ensureTable(plan, ds.columns);
+      // A read from the beginning into an empty table appends its pages (kept across a resume).
+      if (ds.cursor === null && this.target.startAppend) {
+        ds = { ...ds, appending: await this.target.startAppend(plan, ds.key) };
+        state.datasets.set(entry.key, ds);
+      }
       // Paging, then the extensions; at most one restart as a full read asked by an extension.
       for (;;) {
         for (;;) {
@@ -287,6 +292,7 @@ export class SyncEngine {
       const final: DatasetState = {
         ...ds,
         inProgress: false,
+        appending: false,
         changeToken: entry.changeToken,
         pendingChangeToken: null,
         phase: "incremental",
@@ -359,20 +365,22 @@ export class SyncEngine {
 
   private startFullRead(ds: DatasetState, entry: ListingEntry, reason: string): DatasetState {
     this.emit({ event: "full-read", dataset: ds.key, reason });
-    const next: DatasetState = { ...ds, phase: "full", fullReason: reason, generation: ds.generation + 1, cursor: null, fullReadStartedAt: this.now().toISOString(), extensions: { ...ds.extensions } };
+    const next: DatasetState = { ...ds, phase: "full", fullReason: reason, appending: false, generation: ds.generation + 1, cursor: null, fullReadStartedAt: this.now().toISOString(), extensions: { ...ds.extensions } };
     for (const ext of this.extensions) ext.onFullReadStart?.(entry, next);
     return next;
   }
 
   /**
    * One page in one transaction, from `ds.cursor`. A stream that does not end cleanly rolls the
-   * page back and is retried from the same cursor (`pageAttempts`), then reported.
+   * page back and is retried from the same cursor (`pageAttempts`), then reported. A page the target
+   * would not append (AppendRefused) is read again at once, upserted, and so is the rest of the read.
    */
   private async readPage(entry: ListingEntry, basePlan: TablePlan, ds: DatasetState, rowsSoFar: number, started: number) {
     const attempts = this.client.retry.pageAttempts;
     for (let attempt = 1; ; attempt++) {
+      let res: PageResponse | undefined;
       try {
-        const res = await this.openPage(entry, ds.cursor);
+        res = await this.openPage(entry, ds.cursor);
         const raw = this.target.writeRawPage ? await splitCsvPage(res.body, res.request) : undefined;
         const reader = raw ? undefined : await readCsvPage(res.body, res.request);
         const header = (raw ?? reader)!.header;
@@ -416,6 +424,7 @@ export class SyncEngine {
             assertCleanEnd: raw.assertCleanEnd,
             cursorColumn: cursorAt,
             generation: ds.generation,
+            append: ds.appending,
             stateAfter: (page) => (next = advance(page.rows, page.lastCursor)),
           });
           count = written.rows;
@@ -433,6 +442,7 @@ export class SyncEngine {
             header,
             rows: rows(reader!.rows),
             generation: ds.generation,
+            append: ds.appending,
             stateAfter: () => (next = advance(count, lastCursor)),
           });
         }
@@ -440,6 +450,14 @@ export class SyncEngine {
         this.emit({ event: "page", dataset: entry.key, rows: count, totalRows: rowsSoFar + count, bytes: bytes(), rowsPerSecond: Math.round((rowsSoFar + count) / Math.max(seconds, 0.001)) });
         return { rows: count, next: next! };
       } catch (err) {
+        if (err instanceof AppendRefused && ds.appending) {
+          // Not a failed attempt: the page is fine, the append was not (once per read at most).
+          res?.body.on("error", () => undefined);
+          res?.body.destroy();
+          ds = { ...ds, appending: false };
+          attempt--;
+          continue;
+        }
         if (!(err instanceof StreamAbortedError) || attempt >= attempts || this.stopping) throw err;
         const delayMs = backoffDelay(this.client.retry, attempt);
         this.emit({ event: "page-retry", dataset: entry.key, attempt, delayMs, message: err.message });

@@ -132,6 +132,8 @@ async function applyRewritePage(ctx: DatasetContext, feed: RewriteFeedState): Pr
       header: reader.header,
       rows: rows(reader.rows),
       generation: ctx.state.generation,
+      // Rewritten rows replace stored ones.
+      append: false,
       stateAfter: () => {
         next = { ...feed, cursor: lastCursor, rowsRewritten: (feed.rowsRewritten ?? 0) + count };
         return { ...ctx.state, extensions: { ...ctx.state.extensions, [REWRITE_FEED]: next } };

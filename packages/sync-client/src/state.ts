@@ -22,6 +22,11 @@ export interface DatasetState {
   phase: "incremental" | "full";
   /** Why the current full read was started. */
   fullReason: string | null;
+  /**
+   * The read in progress started from the beginning into an empty table and no page of it met a
+   * stored key yet: its pages are appended (targets/target.ts, AppendRefused).
+   */
+  appending: boolean;
   /** Rows carry the generation that last wrote them; a full read sweeps older generations. */
   generation: number;
   fullReadStartedAt: string | null;
@@ -57,6 +62,7 @@ export function newDatasetState(key: string, table: string): DatasetState {
     inProgress: false,
     phase: "full",
     fullReason: "first sync",
+    appending: false,
     generation: 0,
     fullReadStartedAt: null,
     lastFullReadAt: null,

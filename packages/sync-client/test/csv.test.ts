@@ -85,3 +85,49 @@ describe("splitting a page for a target that parses CSV itself", () => {
     expect(() => cut.check()).toThrow(StreamAbortedError);
   });
 });
+
+describe("replacing each record's cursor for an appended page", () => {
+  async function replaced(text: string, chunkSizes: number[] | "bytes") {
+    const { CursorFieldReplaced } = await import("../src/csv");
+    const bytes = Buffer.from(text);
+    const chunks: Buffer[] = [];
+    if (chunkSizes === "bytes") for (let i = 0; i < bytes.length; i++) chunks.push(bytes.subarray(i, i + 1));
+    else for (let i = 0, k = 0; i < bytes.length; i += chunkSizes[k++ % chunkSizes.length]) chunks.push(bytes.subarray(i, i + chunkSizes[k % chunkSizes.length]));
+    const stream = new CursorFieldReplaced("7");
+    const out: Buffer[] = [];
+    stream.on("data", (c: Buffer) => out.push(c));
+    const done = new Promise<void>((resolve, reject) => {
+      stream.on("end", resolve);
+      stream.on("error", reject);
+    });
+    for (const c of chunks) stream.write(c);
+    stream.end();
+    await done;
+    return { text: Buffer.concat(out).toString(), rows: stream.rows, lastCursor: stream.lastCursor };
+  }
+
+  const records = 'a,"x, ""y""\nz",c1+/=\nb,,c2\nc,"",c3\n';
+  const expected = 'a,"x, ""y""\nz",7\nb,,7\nc,"",7\n';
+
+  it("replaces the last field of every record, quoted commas, quotes and newlines kept, however the chunks fall", async () => {
+    for (const sizes of [[records.length], [1], [2, 3], [5, 7, 11], [13]] as number[][]) {
+      expect(await replaced(records, sizes)).toEqual({ text: expected, rows: 3, lastCursor: "c3" });
+    }
+    expect(await replaced(records, "bytes")).toEqual({ text: expected, rows: 3, lastCursor: "c3" });
+    expect(await replaced("", [1])).toEqual({ text: "", rows: 0, lastCursor: null });
+  });
+
+  it("keeps a field of hundreds of thousands of characters split across chunks", async () => {
+    const big = "x".repeat(300_000);
+    const r = await replaced(`a,"${big}",cursor-1\n`, [16_384]);
+    expect(r).toEqual({ text: `a,"${big}",7\n`, rows: 1, lastCursor: "cursor-1" });
+  });
+
+  it("fails on a quoted or empty last field and on a record cut short", async () => {
+    const { CursorFieldError } = await import("../src/csv");
+    await expect(replaced('a,"c,1"\n', [3])).rejects.toBeInstanceOf(CursorFieldError);
+    await expect(replaced("a,\n", [3])).rejects.toBeInstanceOf(CursorFieldError);
+    await expect(replaced("a\n", [3])).rejects.toBeInstanceOf(CursorFieldError);
+    await expect(replaced("a,c1\nb,c", [3])).rejects.toThrow("record terminator");
+  });
+});

@@ -159,4 +159,48 @@ describe("sync client: core loader rules", () => {
     expect(grid.filter((r) => r.id === id("sub:1")).map((r) => [r.row_index, r.item]).sort()).toEqual([["1", "floor"], ["2", "walls"]]);
     expect(grid.filter((r) => r.id === id("sub:2")).map((r) => [r.row_index, r.item])).toEqual([["1", "belt"]]);
   }, 120_000);
+  it.each(TARGET_KINDS)(
+    "%s: a first sync appends into the empty table; a submission edited meanwhile re-appears on a later page and its grid rows are replaced as a set; a full read of a stored table upserts",
+    async (kind) => {
+      const { id, org, submission } = await hygieneOrg(stack.e2e);
+      const db = await stack.target(kind);
+      const grid = "hygiene_round__items";
+      const items = async () => (await copyRows(db, grid, ["id", "row_index", "item"])).map((r) => [r.id, r.row_index, r.item]).sort();
+      const repeated = (cursors: Array<string | null>) => cursors.length - new Set(cursors).size;
+      // Once the first page is stored, submission 1 loses a grid row: its new version comes after both submissions' old rows.
+      let edited = false;
+      const first = await syncOnce(stack.e2e.baseUrl, org.secret, db.url, {
+        limit: 2,
+        only: [grid],
+        beforePage: async (cursor) => {
+          if (cursor === null || edited) return;
+          edited = true;
+          await org.apply({ submissions: [submission(1, { area: "Bakery", score: 3, items: [{ item: "floor" }, { item: "walls" }] })] });
+          await waitFor("the edit exported", async () => !(await org.page(grid)).rows.some((r) => r.item === "ceiling"));
+        },
+      });
+      expect(first.summary.failed).toEqual([]);
+      expect(edited).toBe(true);
+      // The page holding the new version met stored keys: an appending target read it once more, upserted.
+      expect(repeated(first.cursors)).toBe(first.appends ? 1 : 0);
+      expect(await items()).toEqual(
+        [
+          [id("sub:1"), "1", "floor"],
+          [id("sub:1"), "2", "walls"],
+          [id("sub:2"), "1", "belt"],
+        ].sort(),
+      );
+
+      // A full read of the stored table upserts from its first page (nothing is read twice) and trims as before.
+      await org.apply({ submissions: [submission(2, { area: "Packing", score: 9, items: [] })] });
+      await waitFor("the emptied grid exported", async () => !(await org.page(grid)).rows.some((r) => r.item === "belt"));
+      await org.apply({ submissions: [submission(1, { area: "Bakery", score: 4, items: [{ item: "door" }] })] });
+      await waitFor("the second edit exported", async () => (await org.page(grid)).rows.some((r) => r.item === "door"));
+      const full = await syncOnce(stack.e2e.baseUrl, org.secret, db.url, { limit: 2, only: [grid], fullEveryMs: 0 });
+      expect(full.summary.failed).toEqual([]);
+      expect(repeated(full.cursors)).toBe(0);
+      expect(await items()).toEqual([[id("sub:1"), "1", "door"]]);
+    },
+    120_000,
+  );
 });

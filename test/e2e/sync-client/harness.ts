@@ -66,30 +66,42 @@ async function onDuckdb(db: TargetDb, sql: string): Promise<Array<Record<string,
 export class CountingClient extends ExportApiClient {
   listings = 0;
   pages = 0;
+  /** The cursor of each CSV request, in order. */
+  cursors: Array<string | null> = [];
   retries: Array<{ status?: number; errorCode?: string; delayMs: number }> = [];
+  /** Awaited before each CSV request (a test changing the source mid-sync). */
+  beforePage?: (cursor: string | null) => Promise<void>;
   override listing(etag?: string) {
     this.listings++;
     return super.listing(etag);
   }
-  override openPage(...args: Parameters<ExportApiClient["openPage"]>) {
+  override async openPage(...args: Parameters<ExportApiClient["openPage"]>) {
     this.pages++;
+    this.cursors.push(args[1].cursor ?? null);
+    await this.beforePage?.(args[1].cursor ?? null);
     return super.openPage(...args);
   }
 }
 
 /** One in-process sync pass. */
-export async function syncOnce(baseUrl: string, apiKey: string, targetUrl: string, opts: SyncOptions & { retry?: Record<string, number> } = {}) {
+export async function syncOnce(
+  baseUrl: string,
+  apiKey: string,
+  targetUrl: string,
+  opts: SyncOptions & { retry?: Record<string, number>; beforePage?: CountingClient["beforePage"] } = {},
+) {
   const client: CountingClient = new CountingClient({
     baseUrl,
     apiKey,
     retry: { baseDelayMs: 50, maxDelayMs: 500, ...(opts.retry ?? {}) },
     onRetry: (r) => client.retries.push({ status: r.status, errorCode: r.errorCode, delayMs: r.delayMs }),
   });
+  client.beforePage = opts.beforePage;
   const target = openTarget(targetUrl);
   await target.open({ writer: true });
   try {
     const summary: RunSummary = await new SyncEngine(client, target, opts).runOnce();
-    return { summary, listings: client.listings, pages: client.pages, retries: client.retries };
+    return { summary, listings: client.listings, pages: client.pages, cursors: client.cursors, retries: client.retries, appends: typeof target.startAppend === "function" };
   } finally {
     await target.close();
     await client.close();

@@ -1,17 +1,18 @@
 /**
  * PostgreSQL target. A page is one transaction: its rows are streamed with COPY into a temporary
  * staging table (dropped at commit), upserted into the dataset's table with typed casts, the grid
- * ids it touched are recorded, and the state row is written, then COMMIT. The state lives in the
+ * ids it touched are recorded, and the state row is written, then COMMIT. A page appended (a read
+ * into a table that was empty when it began) is COPYed straight into the dataset's table instead. The state lives in the
  * schema `dataset_sync`; copies live in the URL's schema (search_path, `public` by default).
  */
 import { Readable } from "node:stream";
 import { pipeline } from "node:stream/promises";
 import { Pool, type PoolClient } from "pg";
 import { from as copyFrom } from "pg-copy-streams";
-import type { Cell } from "../csv";
+import { CursorFieldError, CursorFieldReplaced, type Cell } from "../csv";
 import { reviveDatasetState, type DatasetState, type SyncState } from "../state";
 import { columnTypes, quoteIdent as q, stagedColumns, STATE_SCHEMA as STATE } from "./sql";
-import { GENERATION_COLUMN, type ContentComparison, type ContentDifferences, type FinishDataset, type FinishResult, type PageWrite, type RawPageWrite, type TablePlan, type Target, type TombstoneWrite } from "./target";
+import { AppendRefused, GENERATION_COLUMN, type ContentComparison, type ContentDifferences, type FinishDataset, type FinishResult, type PageWrite, type RawPageWrite, type TablePlan, type Target, type TombstoneWrite } from "./target";
 
 export const postgresType = columnTypes({ text: "text", number: "numeric", boolean: "boolean", dateTime: "timestamptz", localDateTime: "timestamp", date: "date", uuid: "uuid" }, "text");
 
@@ -102,6 +103,14 @@ export class PostgresTarget implements Target {
     });
   }
 
+  async startAppend(plan: TablePlan, datasetKey: string): Promise<boolean> {
+    return this.transaction(async (client) => {
+      const { rows } = await client.query(`SELECT NOT EXISTS (SELECT FROM ${q(plan.table)}) AS empty`);
+      if (rows[0].empty) await client.query(`DELETE FROM ${STATE}.touched WHERE dataset_key = $1`, [datasetKey]);
+      return rows[0].empty as boolean;
+    });
+  }
+
   async writePage(write: PageWrite): Promise<{ rows: number }> {
     let rows = 0;
     await this.transaction(async (client) => {
@@ -118,6 +127,7 @@ export class PostgresTarget implements Target {
    * (its own), an unquoted empty field as null and a quoted one as an empty string.
    */
   async writeRawPage(write: RawPageWrite): Promise<{ rows: number }> {
+    if (write.append && appendable(write)) return this.appendRawPage(write);
     let rows = 0;
     await this.transaction(async (client) => {
       await createStage(client, write.header.length);
@@ -135,6 +145,35 @@ export class PostgresTarget implements Target {
       const state = write.stateAfter({ rows, lastCursor: last.rows[0]?.cursor ?? null });
       if (rows > 0) await upsertFromStage(client, write.plan, write.header, write.generation, state.key);
       await saveStateWith(client, state);
+    });
+    return { rows };
+  }
+
+  /**
+   * An appended page: COPY … (FORMAT csv) straight into the dataset's table, each record's cursor
+   * replaced by the generation (CursorFieldReplaced). COPY converts each field as the staged path's
+   * casts do (the same input functions), FORCE_NULL making an empty quoted field of a typed column
+   * null as NULLIF does there. No staging table, no upsert, no grid ids recorded (see AppendRefused).
+   */
+  private async appendRawPage(write: RawPageWrite): Promise<{ rows: number }> {
+    let rows = 0;
+    await this.transaction(async (client) => {
+      const columns = write.header.slice(0, write.cursorColumn);
+      const typed = columns.filter((key) => postgresType(write.plan.columns[key]) !== "text").map(q);
+      const options = typed.length ? `FORMAT csv, FORCE_NULL (${typed.join(", ")})` : "FORMAT csv";
+      const records = new CursorFieldReplaced(String(write.generation));
+      const copy = client.query(copyFrom(`COPY ${q(write.plan.table)} (${columns.map(q).join(", ")}, ${q(GENERATION_COLUMN)}) FROM STDIN (${options})`));
+      try {
+        await pipeline(write.records, records, copy);
+      } catch (err) {
+        write.assertCleanEnd();
+        if ((err as { code?: string }).code === UNIQUE_VIOLATION) throw new AppendRefused("a key of the page is stored already");
+        if (err instanceof CursorFieldError) throw new AppendRefused(err.message);
+        throw err;
+      }
+      write.assertCleanEnd();
+      rows = records.rows;
+      await saveStateWith(client, write.stateAfter({ rows, lastCursor: records.lastCursor }));
     });
     return { rows };
   }
@@ -312,6 +351,13 @@ export class PostgresTarget implements Target {
 const guardedClients = new WeakSet<PoolClient>();
 
 const STAGE = "sync$stage";
+const UNIQUE_VIOLATION = "23505";
+
+/** An append needs the cursor last and every other header column in the plan (COPY maps each field to a column). */
+function appendable(write: RawPageWrite): boolean {
+  const { header, cursorColumn, plan } = write;
+  return cursorColumn === header.length - 1 && header.slice(0, cursorColumn).every((key) => key in plan.columns && key !== GENERATION_COLUMN);
+}
 /** compareContent's temporary tables: the export's rows as the copy's table types them, and both sides joined. */
 const FRESH = "sync$fresh";
 const JOINED = "sync$compared";

@@ -21,6 +21,8 @@ export interface PageWrite {
   rows: AsyncIterable<Cell[]>;
   /** Generation stamped on every row written. */
   generation: number;
+  /** See {@link AppendRefused}. */
+  append: boolean;
   /** Called after the last row was consumed: the state to commit with the rows. */
   stateAfter(): DatasetState;
 }
@@ -36,7 +38,24 @@ export interface RawPageWrite {
   /** Position of `_cursor` in the header. */
   cursorColumn: number;
   generation: number;
+  /** See {@link AppendRefused}. */
+  append: boolean;
   stateAfter(page: { rows: number; lastCursor: string | null }): DatasetState;
+}
+
+/**
+ * A page written with `append` (a read from the beginning into a table that held no row when it
+ * began, no earlier page of it having met a stored key) may insert its rows without conflict
+ * handling and without recording grid ids for trimming: nothing of a key it inserts was stored
+ * before. A row whose key is stored (a submission edited during the read re-appears on a later page;
+ * for a grid its row 1 is always among them) fails the page with this error, rolled back; the engine
+ * reads the page again without `append`, and the rest of the read upserts as usual.
+ */
+export class AppendRefused extends Error {
+  constructor(reason: string) {
+    super(`page not appended: ${reason}`);
+    this.name = "AppendRefused";
+  }
 }
 
 export interface FinishDataset {
@@ -98,6 +117,12 @@ export interface Target {
   loadState(): Promise<SyncState>;
   /** Creates the table or adds missing columns, widening a column whose type changed to text; never drops. */
   ensureTable(plan: TablePlan, applied: Record<string, string>): Promise<Record<string, string>>;
+  /**
+   * Asked when a read starts from the beginning: may its pages be appended? True when the table holds
+   * no row; the dataset's touched grid ids (they describe rows no longer stored) are then forgotten.
+   * Absent: pages are always upserted.
+   */
+  startAppend?(plan: TablePlan, datasetKey: string): Promise<boolean>;
   /** One transaction: the page's rows (upserts), the touched grid ids, the state. */
   writePage(write: PageWrite): Promise<{ rows: number }>;
   /** Optional fast path: the same transaction as writePage, the records parsed by the database. */
