@@ -12,6 +12,7 @@ import {
   type ServiceMetrics,
 } from "@exportsvc/common";
 import { addHealthService } from "./health";
+import type { HandlerErrorPolicy } from "./handler-errors";
 import { addService, listen, shutdown, type CallInstrumentation, type ServiceImplementation } from "./server";
 
 /** The server's part of the configuration every gRPC service shares (@exportsvc/common's grpcServiceConfigSchema). */
@@ -26,9 +27,17 @@ export interface ServedService {
   add(server: grpc.Server, instrumentation: Required<CallInstrumentation>): void;
 }
 
-/** Pairs a service descriptor with its implementation, checked against the descriptor's methods. */
-export function serve<S extends DescService>(service: S, impl: ServiceImplementation<S>): ServedService {
-  return { service, add: (server, instrumentation) => addService(server, service, impl, instrumentation) };
+export interface ServeOptions {
+  /** What the handlers' failures other than AppErrors answer (handler-errors.ts); default: a bare 500. */
+  errors?: HandlerErrorPolicy;
+}
+
+/**
+ * Pairs a service descriptor with its implementation, checked against the descriptor's methods.
+ * The handlers are plain functions of (request, call); `errors` is applied to every method.
+ */
+export function serve<S extends DescService>(service: S, impl: ServiceImplementation<S>, options: ServeOptions = {}): ServedService {
+  return { service, add: (server, instrumentation) => addService(server, service, impl, instrumentation, options.errors) };
 }
 
 export interface BackgroundWork {
