@@ -65,10 +65,10 @@ export interface PagePlan {
 }
 
 /**
- * A feed: given the request before its dataset is loaded (so it can start work early, as the
+ * A feed's page: given the request before its dataset is loaded (so it can start work early, as the
  * horizon), it plans the page for the loaded dataset.
  */
-export type Feed<Request extends PageRequest> = (request: Request) => (dataset: ExportableDataset) => Promise<PagePlan>;
+export type PagePlanner<Request extends PageRequest> = (request: Request) => (dataset: ExportableDataset) => Promise<PagePlan>;
 
 /**
  * The gRPC handler of a feed (ExportCsv, ExportDeletions, ExportRewrites): on the organization's
@@ -76,13 +76,13 @@ export type Feed<Request extends PageRequest> = (request: Request) => (dataset: 
  * CSV bytes and logged as one "<what> page" line. What fails is the service's errors (streamCsv,
  * notExportable; serve's policy for the database out of reach).
  */
-export function feedHandler<Request extends PageRequest, Response>(deps: ExportDependencies, what: string, message: (data: Buffer) => Response, feed: Feed<Request>) {
+export function feedHandler<Request extends PageRequest, Response>(deps: ExportDependencies, what: string, message: (data: Buffer) => Response, planner: PagePlanner<Request>) {
   return async (request: Request, call: grpc.ServerWritableStream<Request, Response>): Promise<void> => {
     const sink = grpcSink(call, message);
     const traceId = callTraceId(call.metadata);
     await onOrganizationShare(deps, request.organizationId, sink, async () => {
       const started = process.hrtime.bigint();
-      const planFor = feed(request);
+      const planFor = planner(request);
       const dataset = await loadExportableDataset(deps, request, traceId);
       const plan = await planFor(dataset);
       let select: string;

@@ -3,7 +3,7 @@ import { create } from "@bufbuild/protobuf";
 import { ExportCsvResponseSchema, type ExportCsvRequest } from "@exportsvc/proto";
 import { resolveCursor } from "../cursor-check";
 import { checkParameters } from "../parameters";
-import { csvHeader, feedHandler, pageHorizonStarter, type ExportDependencies, type Feed } from "../pages";
+import { csvHeader, feedHandler, pageHorizonStarter, type ExportDependencies, type PagePlanner } from "../pages";
 
 /** ExportService.ExportCsv: one dataset page as CSV bytes (header row, rows, `_cursor` last). */
 export function exportCsvHandler(deps: ExportDependencies) {
@@ -11,7 +11,7 @@ export function exportCsvHandler(deps: ExportDependencies) {
 }
 
 const csvPage =
-  (deps: ExportDependencies): Feed<ExportCsvRequest> =>
+  (deps: ExportDependencies): PagePlanner<ExportCsvRequest> =>
   (request) => {
     const horizonOf = pageHorizonStarter(deps, request, { metrics: deps.metrics, readReplica: deps.readReplica, logger: deps.logger });
     return async (dataset) => {

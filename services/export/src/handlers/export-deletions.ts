@@ -1,9 +1,9 @@
 import { Errors } from "@exportsvc/common";
-import { buildDeletionsQuery, DELETIONS_HEADER, formIdOfDataset, pendingTombstonesHorizon, tombstoneScope, tombstonesPrunedPast, type CursorPosition } from "@exportsvc/datasets";
+import { buildDeletionsQuery, DELETIONS_HEADER, formIdOfDataset, pendingTombstonesHorizon, tombstoneScope, tombstonesPrunedPast } from "@exportsvc/datasets";
 import { create } from "@bufbuild/protobuf";
 import { ExportDeletionsResponseSchema, type ExportDeletionsRequest } from "@exportsvc/proto";
-import { resolveCursor } from "../cursor-check";
-import { csvField, feedHandler, pageHorizonStarter, type ExportDependencies, type Feed } from "../pages";
+import { resumeChangeFeed } from "../cursor-check";
+import { csvField, feedHandler, pageHorizonStarter, type ExportDependencies, type PagePlanner } from "../pages";
 import { checkDeletionsParameters } from "../parameters";
 
 const HEADER = Buffer.from(`${DELETIONS_HEADER.map(csvField).join(",")}\n`, "utf8");
@@ -18,19 +18,15 @@ export function exportDeletionsHandler(deps: ExportDependencies) {
 }
 
 const deletionsPage =
-  (deps: ExportDependencies): Feed<ExportDeletionsRequest> =>
+  (deps: ExportDependencies): PagePlanner<ExportDeletionsRequest> =>
   (request) => {
     const horizonOf = pageHorizonStarter(deps, request, { readReplica: deps.readReplica, logger: deps.logger });
     return async (dataset) => {
       const params = checkDeletionsParameters(request);
-      let after: CursorPosition | undefined;
-      if (params.cursor !== undefined) {
-        const position = await resolveCursor(deps.pool, deps.codec, request.organizationId, dataset, params.cursor, "deletions");
-        if (await tombstonesPrunedPast(deps.pool, request.organizationId, tombstoneScope(dataset), position.lastModifiedMicros, position.id)) {
-          throw Errors.deletionsCursorExpired(dataset.key);
-        }
-        after = position;
-      }
+      const after = await resumeChangeFeed(deps.pool, deps.codec, request.organizationId, dataset, params.cursor, "deletions", {
+        prunedPast: (position) => tombstonesPrunedPast(deps.pool, request.organizationId, tombstoneScope(dataset), position.lastModifiedMicros, position.id),
+        expired: () => Errors.deletionsCursorExpired(dataset.key),
+      });
       // The rows' horizon (open transactions; pending changes of a form) holds the feed back too, so a
       // tombstone never overtakes a write still in flight, then the form feed's own rule above.
       const { visibleBeforeMicros: rowsHorizon, source } = await horizonOf(formIdOfDataset(dataset));

@@ -1,9 +1,9 @@
 import { Errors } from "@exportsvc/common";
-import { buildRewritesQuery, rewriteKinds, rewritesPrunedPast, siteNameLookup, type CursorPosition } from "@exportsvc/datasets";
+import { buildRewritesQuery, rewriteKinds, rewritesPrunedPast, siteNameLookup } from "@exportsvc/datasets";
 import { create } from "@bufbuild/protobuf";
 import { ExportRewritesResponseSchema, type ExportRewritesRequest } from "@exportsvc/proto";
-import { resolveCursor } from "../cursor-check";
-import { csvHeader, feedHandler, type ExportDependencies, type Feed } from "../pages";
+import { resumeChangeFeed } from "../cursor-check";
+import { csvHeader, feedHandler, type ExportDependencies, type PagePlanner } from "../pages";
 import { checkDeletionsParameters } from "../parameters";
 import { visibilityHorizon } from "../visibility";
 
@@ -18,18 +18,14 @@ export function exportRewritesHandler(deps: ExportDependencies) {
 }
 
 const rewritesPage =
-  (deps: ExportDependencies): Feed<ExportRewritesRequest> =>
+  (deps: ExportDependencies): PagePlanner<ExportRewritesRequest> =>
   (request) =>
   async (dataset) => {
     const params = checkDeletionsParameters(request);
-    let after: CursorPosition | undefined;
-    if (params.cursor !== undefined) {
-      const position = await resolveCursor(deps.pool, deps.codec, request.organizationId, dataset, params.cursor, "rewrites");
-      if (await rewritesPrunedPast(deps.pool, request.organizationId, rewriteKinds(dataset), position.lastModifiedMicros, position.rowIndex === 1)) {
-        throw Errors.rewritesCursorExpired(dataset.key);
-      }
-      after = position;
-    }
+    const after = await resumeChangeFeed(deps.pool, deps.codec, request.organizationId, dataset, params.cursor, "rewrites", {
+      prunedPast: (position) => rewritesPrunedPast(deps.pool, request.organizationId, rewriteKinds(dataset), position.lastModifiedMicros, position.rowIndex === 1),
+      expired: () => Errors.rewritesCursorExpired(dataset.key),
+    });
     // The session part of the rows' horizon (open transactions) holds the feed back: an entry is
     // written with the change that rewrote the row, stamped after its transaction began, so a held
     // cursor never skips an entry that commits late. Not a form's pending part: that holds rows until
