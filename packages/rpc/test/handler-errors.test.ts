@@ -36,21 +36,21 @@ describe("serve(Service, impl, { errors }): the policy applied to every method",
   const log = { warn: record("warn"), error: record("error"), info: () => undefined } as unknown as Logger;
   const refused = Object.assign(new Error("connect ECONNREFUSED 127.0.0.1:1"), { code: "ECONNREFUSED" });
   const traceId = "0af7651916cd43dd8448eb211c80319c";
-  let server: grpc.Server;
+  const served = serve(
+    SchemaService,
+    {
+      syncDatasets: async (request) => {
+        if (request.organizationId === "down") throw refused;
+        throw new Error("secret internals");
+      },
+    },
+    { errors: { unavailable } },
+  );
+  const server = new grpc.Server();
   let address: string;
 
   beforeAll(async () => {
-    server = new grpc.Server();
-    serve(
-      SchemaService,
-      {
-        syncDatasets: async (request) => {
-          if (request.organizationId === "down") throw refused;
-          throw new Error("secret internals");
-        },
-      },
-      { errors: { unavailable } },
-    ).add(server, { log, metrics: createMetrics({ defaultMetrics: false }) });
+    served.add(server, { log, metrics: createMetrics({ defaultMetrics: false }) });
     address = `127.0.0.1:${await listen(server, "127.0.0.1:0")}`;
   });
   afterAll(() => shutdown(server, 1000));
