@@ -11,3 +11,5 @@ export * from "./uuid";
 export * from "./prepared-statement";
 export { ifNoneMatchHits } from "./etag";
 export { BoundedMap } from "./bounded-map";
+export * from "./build-info";
+export * from "./service-lifecycle";

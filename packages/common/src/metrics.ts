@@ -208,14 +208,6 @@ export function createMetrics(options: MetricsOptions = {}): ServiceMetrics {
   return new ServiceMetrics(options);
 }
 
-/**
- * Build identity from the variables the Dockerfile bakes in (IMAGE_TAG, GIT_COMMIT). The version:
- * APP_VERSION when set, else npm's, the precedence of the gateway's configuration (APP_VERSION).
- */
-export function buildInfoFromEnv(env: Record<string, string | undefined> = process.env): BuildInfo {
-  return { imageTag: env.IMAGE_TAG, commit: env.GIT_COMMIT, version: env.APP_VERSION ?? env.npm_package_version };
-}
-
 function normalizeMethod(method: string): string {
   const upper = method.toUpperCase();
   return HTTP_METHODS.has(upper) ? upper : "OTHER";

@@ -1,11 +1,12 @@
 import { z } from "zod";
+import { buildConfigSchema } from "./build-info";
 import { env } from "./config";
 
 /**
  * What every gRPC service (catalog, export, schema) reads, with the same names and rules in each:
- * its database and pool, where its server listens, how long a stop lets calls drain, /metrics and
- * the log level. A service extends it with its own variables (`.extend({...})`); only the defaults
- * that differ between services are parameters. Config keys are the variables' names, in every service.
+ * its database and pool, where its server listens, how long a stop lets calls drain, /metrics, the
+ * log level and the build it runs (buildConfigSchema, as the gateway's). A service extends it with
+ * its own variables (`.extend({...})`); only the defaults that differ between services are parameters. Config keys are the variables' names, in every service.
  */
 /**
  * Checkouts after which a pooled PostgreSQL connection is closed and replaced (0: never). A backend
@@ -35,6 +36,7 @@ export function grpcServiceConfigSchema(defaults: GrpcServiceDefaults) {
     /** Port of the Prometheus /metrics endpoint; unset = no metrics server. */
     METRICS_PORT: env.optionalPort(),
     LOG_LEVEL: env.logLevel(),
+    ...buildConfigSchema.shape,
   });
 }
 

@@ -1,5 +1,5 @@
 import { request } from "node:http";
-import { buildInfoFromEnv, createMetrics, startMetricsServer, type PoolLike } from "../src/metrics";
+import { createMetrics, startMetricsServer, type PoolLike } from "../src/metrics";
 
 /** The shared metric families (each service adds its own, tested beside it). */
 const SYSTEM_METRICS = [
@@ -146,12 +146,5 @@ describe("startMetricsServer", () => {
     } finally {
       await server.close();
     }
-  });
-});
-
-describe("buildInfoFromEnv", () => {
-  it("takes APP_VERSION before npm's version, as the gateway's configuration does", () => {
-    expect(buildInfoFromEnv({ APP_VERSION: "2.0.0", npm_package_version: "0.1.0", IMAGE_TAG: "t", GIT_COMMIT: "c" })).toEqual({ imageTag: "t", commit: "c", version: "2.0.0" });
-    expect(buildInfoFromEnv({ npm_package_version: "0.1.0" }).version).toBe("0.1.0");
   });
 });

@@ -1,44 +1,31 @@
-import { AppError, Errors, type Logger } from "@exportsvc/common";
-
-/** Runs a handler body named `what` (for logs), letting only typed AppErrors out. */
-export type HandlerErrorMapping = <T>(what: string, body: () => Promise<T>) => Promise<T>;
-
-/** Runs one step of a handler, mapping an unreachable database to the typed 503. */
-export type UnavailableMapping = <T>(step: () => Promise<T>) => Promise<T>;
+import { AppError, Errors } from "@exportsvc/common";
 
 /**
- * The one place an unreachable database becomes 503 DATABASE_UNAVAILABLE: failures `isUnavailable`
- * recognises are replaced by the typed error; AppErrors and anything else pass unchanged (what
- * addService answers as a logged 500). For handlers that map their other failures themselves.
+ * How a service's handlers fail besides AppErrors, which reach the client whole. `serve` applies it
+ * to every method of the service, so handlers are plain functions of (request, call) that throw.
  */
-export function unavailableMapping(isUnavailable: (err: unknown) => boolean): UnavailableMapping {
-  return async (step) => {
-    try {
-      return await step();
-    } catch (err) {
-      if (!(err instanceof AppError) && isUnavailable(err)) throw Errors.databaseUnavailable();
-      throw err;
-    }
-  };
+export interface HandlerErrorPolicy {
+  /**
+   * Failures that mean the service's database is out of reach (e.g. @exportsvc/db's
+   * isDatabaseUnavailable): answered 503 DATABASE_UNAVAILABLE, so clients retry.
+   */
+  unavailable?: (err: unknown) => boolean;
+}
+
+/** What a call answers for what its handler threw, and the cause to log when it is not that error itself. */
+export interface HandlerFailure {
+  answer: AppError;
+  /** The thrown value the answer replaces (a database out of reach, a bug); undefined for an AppError. */
+  cause?: unknown;
 }
 
 /**
- * Handler error mapping for a service: AppErrors pass unchanged, failures `isUnavailable`
- * recognises (a database out of reach) become the typed 503 with a warning, and anything else is
- * logged in full and becomes a bare 500, so no internals reach the client.
+ * The one error policy of the gRPC handlers: an AppError passes unchanged; a failure the policy
+ * recognises as the database out of reach becomes the typed 503; anything else is a bare 500, so no
+ * internals reach the client (addService logs the cause with the call's trace id).
  */
-export function handlerErrorMapping(log: Logger, isUnavailable: (err: unknown) => boolean): HandlerErrorMapping {
-  return async (what, body) => {
-    try {
-      return await body();
-    } catch (err) {
-      if (err instanceof AppError) throw err;
-      if (isUnavailable(err)) {
-        log.warn({ err }, `${what}: database unavailable`);
-        throw Errors.databaseUnavailable();
-      }
-      log.error({ err }, `${what} failed`);
-      throw Errors.internal();
-    }
-  };
+export function handlerFailure(err: unknown, policy: HandlerErrorPolicy = {}): HandlerFailure {
+  if (err instanceof AppError) return { answer: err };
+  if (policy.unavailable?.(err)) return { answer: Errors.databaseUnavailable(), cause: err };
+  return { answer: Errors.internal(), cause: err };
 }

@@ -8,9 +8,10 @@ import type {
   MessageInitShape,
   MessageShape,
 } from "@bufbuild/protobuf";
-import { AppError, type Logger, type ServiceMetrics } from "@exportsvc/common";
+import type { Logger, ServiceMetrics } from "@exportsvc/common";
 import { serviceDefinition } from "./definition";
 import { grpcStatusForError, grpcStatusName, toServiceError } from "./errors";
+import { handlerFailure, type HandlerErrorPolicy, type HandlerFailure } from "./handler-errors";
 import { callTraceId } from "./trace";
 
 type UnaryHandler<I extends DescMessage, O extends DescMessage> = (
@@ -26,8 +27,8 @@ type StreamHandler<I extends DescMessage, O extends DescMessage> = (
 /**
  * The implementation of a generated service, typed from its descriptor as clients are (client.ts):
  * one async function per method, named by the method's local name. A unary method resolves with its
- * response; a server-streaming one writes to `call` and resolves when done. Either may throw an
- * AppError, which reaches the client whole.
+ * response; a server-streaming one writes to `call` and resolves when done. Either may throw: an
+ * AppError reaches the client whole, anything else is answered by the service's HandlerErrorPolicy.
  */
 export type ServiceImplementation<S extends DescService> = {
   [K in keyof S["method"]]: S["method"][K] extends DescMethodUnary<infer I extends DescMessage, infer O extends DescMessage>
@@ -48,16 +49,19 @@ export interface CallInstrumentation {
 type AnyHandler = (request: unknown, call: grpc.ServerUnaryCall<unknown, unknown> & grpc.ServerWritableStream<unknown, unknown>) => Promise<unknown>;
 
 /**
- * Adds a service whose methods are async functions. Thrown errors become gRPC errors carrying the
- * AppError (status code from errors.ts), so the gateway can render the same problem+json the service
- * meant. Every call is instrumented here, once for all services: counted and timed in `metrics`,
- * logged as one `rpc` line, and, when it answers a 5xx, logged with its trace id.
+ * Adds a service whose methods are async functions. What a handler throws is answered by the one
+ * error policy (handler-errors.ts: AppErrors whole, the database out of reach as the typed 503 when
+ * `errors` recognises it, anything else a bare 500) and carried as a gRPC error (status code from
+ * errors.ts), so the gateway can render the same problem+json the service meant. Every call is
+ * instrumented here, once for all services: counted and timed in `metrics`, logged as one `rpc`
+ * line, and, when it answers a 5xx, logged with its trace id and the cause.
  */
 export function addService<S extends DescService>(
   server: grpc.Server,
   service: S,
   impl: ServiceImplementation<S>,
   instrumentation: CallInstrumentation = {},
+  errors: HandlerErrorPolicy = {},
 ): void {
   const handlers: grpc.UntypedServiceImplementation = {};
   for (const method of service.methods) {
@@ -73,8 +77,9 @@ export function addService<S extends DescService>(
             callback(null, res);
           },
           (err: unknown) => {
-            done(err);
-            callback(toServiceError(err));
+            const failure = handlerFailure(err, errors);
+            done(failure);
+            callback(toServiceError(failure.answer));
           },
         );
       };
@@ -87,8 +92,9 @@ export function addService<S extends DescService>(
             call.end();
           },
           (err: unknown) => {
-            done(err);
-            if (!call.cancelled) call.emit("error", toServiceError(err));
+            const failure = handlerFailure(err, errors);
+            done(failure);
+            if (!call.cancelled) call.emit("error", toServiceError(failure.answer));
           },
         );
       };
@@ -100,7 +106,7 @@ export function addService<S extends DescService>(
 }
 
 /**
- * Starts observing one call; the returned function ends it with the call's error (undefined: OK).
+ * Starts observing one call; the returned function ends it with the call's failure (undefined: OK).
  * The `rpc` line is written inside the call's trace context, so it carries the request's trace id:
  * with the gateway's access log line, one request can be followed through every service it reached.
  * The organization id is logged when the request names one (never in metrics: docs/observability.md).
@@ -109,8 +115,8 @@ function observer(service: DescService, method: DescMethod, { log, metrics }: Ca
   const what = `${service.typeName}.${method.name}`;
   return (call: { request: unknown; metadata: grpc.Metadata }) => {
     const started = process.hrtime.bigint();
-    return (err: unknown) => {
-      const code = grpcStatusName(err === undefined ? grpc.status.OK : grpcStatusForError(err));
+    return (failure: HandlerFailure | undefined) => {
+      const code = grpcStatusName(failure === undefined ? grpc.status.OK : grpcStatusForError(failure.answer));
       const seconds = Number(process.hrtime.bigint() - started) / 1e9;
       metrics?.observeGrpcCall({ service: service.typeName, method: method.localName, code, durationSeconds: seconds });
       if (!log) return;
@@ -125,22 +131,25 @@ function observer(service: DescService, method: DescMethod, { log, metrics }: Ca
         },
         "rpc",
       );
-      if (err !== undefined) logServerError(log, what, call, err);
+      if (failure !== undefined) logServerError(log, what, call, failure);
     };
   };
 }
 
 /**
  * Every 5xx a service answers is logged by that service, with the call's trace id, so the
- * client's traceId leads to the cause (a failure that is not an AppError, i.e. a bug or a database
- * error, in full; a typed 5xx as a warning). 4xx are the caller's business and are not logged here.
+ * client's traceId leads to the cause: a failure that is not an AppError (a bug, a database error)
+ * in full; the database out of reach, and a typed 5xx, as a warning. 4xx are the caller's business
+ * and are not logged here.
  */
-function logServerError(log: Logger, what: string, call: { metadata: grpc.Metadata }, err: unknown): void {
-  if (err instanceof AppError) {
-    if (err.status >= 500) log.warn({ traceId: callTraceId(call.metadata), status: err.status, errorCode: err.errorCode }, `${what} answered ${err.status}`);
+function logServerError(log: Logger, what: string, call: { metadata: grpc.Metadata }, { answer, cause }: HandlerFailure): void {
+  const fields = { traceId: callTraceId(call.metadata), status: answer.status, errorCode: answer.errorCode };
+  if (cause === undefined) {
+    if (answer.status >= 500) log.warn(fields, `${what} answered ${answer.status}`);
     return;
   }
-  log.error({ traceId: callTraceId(call.metadata), status: 500, errorCode: "INTERNAL_ERROR", err }, `${what} failed`);
+  if (answer.status === 503) log.warn({ ...fields, err: cause }, `${what}: database unavailable`);
+  else log.error({ ...fields, err: cause }, `${what} failed`);
 }
 
 /** Binds and starts a server; resolves with the bound port. */

@@ -1,24 +1,23 @@
 import * as grpc from "@grpc/grpc-js";
 import type { DescService } from "@bufbuild/protobuf";
 import {
-  buildInfoFromEnv,
   createMetrics,
-  startMetricsServer,
+  ServiceLifecycle,
+  type BackgroundWork,
   type GrpcServiceConfig,
+  type LifecycleSettings,
   type Logger,
   type MetricsOptions,
-  type MetricsServer,
-  type PoolLike,
+  type ServiceListener,
   type ServiceMetrics,
+  type ServicePool,
 } from "@exportsvc/common";
-import { addHealthService } from "./health";
+import type { HandlerErrorPolicy } from "./handler-errors";
 import { addService, listen, shutdown, type CallInstrumentation, type ServiceImplementation } from "./server";
+import { addHealthService } from "./health";
 
 /** The server's part of the configuration every gRPC service shares (@exportsvc/common's grpcServiceConfigSchema). */
-export type GrpcServiceSettings = Pick<GrpcServiceConfig, "GRPC_HOST" | "GRPC_PORT" | "METRICS_PORT" | "SHUTDOWN_GRACE_MS">;
-
-/** The service's database pool: observed by the metrics, ended last. */
-export type ServicePool = PoolLike & { end(): Promise<void> };
+export type GrpcServiceSettings = Pick<GrpcServiceConfig, "GRPC_HOST" | "GRPC_PORT"> & LifecycleSettings;
 
 /** A generated service and its implementation, typed together by `serve`. */
 export interface ServedService {
@@ -26,13 +25,17 @@ export interface ServedService {
   add(server: grpc.Server, instrumentation: Required<CallInstrumentation>): void;
 }
 
-/** Pairs a service descriptor with its implementation, checked against the descriptor's methods. */
-export function serve<S extends DescService>(service: S, impl: ServiceImplementation<S>): ServedService {
-  return { service, add: (server, instrumentation) => addService(server, service, impl, instrumentation) };
+export interface ServeOptions {
+  /** What the handlers' failures other than AppErrors answer (handler-errors.ts); default: a bare 500. */
+  errors?: HandlerErrorPolicy;
 }
 
-export interface BackgroundWork {
-  stop(): Promise<void>;
+/**
+ * Pairs a service descriptor with its implementation, checked against the descriptor's methods.
+ * The handlers are plain functions of (request, call); `errors` is applied to every method.
+ */
+export function serve<S extends DescService>(service: S, impl: ServiceImplementation<S>, options: ServeOptions = {}): ServedService {
+  return { service, add: (server, instrumentation) => addService(server, service, impl, instrumentation, options.errors) };
 }
 
 export interface GrpcServiceOptions<M extends ServiceMetrics = ServiceMetrics> {
@@ -65,52 +68,48 @@ export interface RunningGrpcService<M extends ServiceMetrics = ServiceMetrics> {
 }
 
 /**
- * Runs a gRPC service the way every service here runs: its implementations instrumented, the
- * standard health service, /metrics on METRICS_PORT with the pool's connection counts, and a
- * graceful stop.
+ * Runs a gRPC service the way every service here runs, on the one lifecycle (ServiceLifecycle of
+ * @exportsvc/common): its implementations instrumented, the standard health service, /metrics on
+ * METRICS_PORT with the pool's connection counts, and a graceful stop.
  */
 export async function startGrpcService<M extends ServiceMetrics = ServiceMetrics>(options: GrpcServiceOptions<M>): Promise<RunningGrpcService<M>> {
-  const { name, settings, log, pool } = options;
-  const build = { build: buildInfoFromEnv() };
-  const metrics = options.createMetrics ? options.createMetrics(build) : (createMetrics(build) as M);
-  metrics.observePool(pool, "main");
+  const { name, settings, log } = options;
+  const lifecycle = new ServiceLifecycle<M>({
+    name: `${name} service`,
+    log,
+    settings,
+    host: settings.GRPC_HOST,
+    createMetrics: (metricsOptions) => (options.createMetrics ? options.createMetrics(metricsOptions) : (createMetrics(metricsOptions) as M)),
+  });
+  const { metrics } = lifecycle;
+  lifecycle.holdPool(options.pool);
+  if (options.release) lifecycle.hold(options.release);
   const server = new grpc.Server(options.serverOptions);
   const setHealth = addHealthService(server);
   const implementations = options.implement(metrics);
   for (const served of implementations) served.add(server, { log, metrics });
-  const releaseAll = async () => {
-    await options.release?.();
-    await pool.end();
-  };
 
-  let port: number;
-  let metricsServer: MetricsServer | undefined;
-  let background: BackgroundWork | undefined;
-  try {
-    port = await listen(server, `${settings.GRPC_HOST}:${settings.GRPC_PORT}`);
-    if (settings.METRICS_PORT !== undefined) metricsServer = await startMetricsServer(settings.METRICS_PORT, metrics.registry, settings.GRPC_HOST);
-    background = await options.startBackgroundWork?.(metrics);
-  } catch (err) {
-    server.forceShutdown();
-    await metricsServer?.close();
-    await releaseAll();
-    throw err;
-  }
-  for (const { service } of implementations) setHealth("SERVING", service.typeName);
-  log.info({ port, metricsPort: metricsServer?.port }, `${name} service listening`);
-
-  let stopping: Promise<void> | undefined;
-  const stop = () =>
-    (stopping ??= (async () => {
+  let port = 0;
+  const listener: ServiceListener = {
+    listen: async () => {
+      port = await listen(server, `${settings.GRPC_HOST}:${settings.GRPC_PORT}`);
+      return { port };
+    },
+    drain: async (graceMs) => {
       // Probes see NOT_SERVING before calls start being refused.
       setHealth("NOT_SERVING");
       for (const { service } of implementations) setHealth("NOT_SERVING", service.typeName);
       // Calls in flight (pages being streamed) get the grace period; the rest are cut and clients retry.
-      await shutdown(server, settings.SHUTDOWN_GRACE_MS);
-      await metricsServer?.close();
-      await background?.stop();
-      await releaseAll();
-      log.info(`${name} service stopped`);
-    })());
-  return { port, metricsPort: metricsServer?.port, metrics, stop };
+      await shutdown(server, graceMs);
+    },
+    abort: () => server.forceShutdown(),
+  };
+  const { metricsPort, stop } = await lifecycle.start({
+    listener,
+    startBackgroundWork: () => options.startBackgroundWork?.(metrics) ?? Promise.resolve(undefined),
+    ready: () => {
+      for (const { service } of implementations) setHealth("SERVING", service.typeName);
+    },
+  });
+  return { port, metricsPort, metrics, stop };
 }

@@ -1,56 +1,78 @@
-import { AppError, Errors, type Logger } from "@exportsvc/common";
-import { handlerErrorMapping, unavailableMapping } from "../src";
-
-function recordingLog() {
-  const entries: { level: string; msg: string; err: unknown }[] = [];
-  const record = (level: string) => (fields: { err: unknown }, msg: string) => void entries.push({ level, msg, err: fields.err });
-  return { entries, log: { warn: record("warn"), error: record("error") } as unknown as Logger };
-}
+import * as grpc from "@grpc/grpc-js";
+import { AppError, createMetrics, Errors, type Logger } from "@exportsvc/common";
+import { SchemaService } from "@exportsvc/proto";
+import { createClient, handlerFailure, listen, serve, shutdown, traceMetadata } from "../src";
 
 const unavailable = (err: unknown) => (err as { code?: string }).code === "ECONNREFUSED";
 
-describe("handlerErrorMapping", () => {
-  it("returns the body's result", async () => {
-    const { log, entries } = recordingLog();
-    await expect(handlerErrorMapping(log, unavailable)("Op", async () => 42)).resolves.toBe(42);
-    expect(entries).toEqual([]);
-  });
-
-  it("lets AppErrors through unchanged and unlogged", async () => {
-    const { log, entries } = recordingLog();
+describe("handlerFailure: the one error policy of the gRPC handlers", () => {
+  it("lets AppErrors through unchanged, with no cause to log", () => {
     const notFound = Errors.datasetNotFound("x");
-    await expect(handlerErrorMapping(log, unavailable)("Op", async () => Promise.reject(notFound))).rejects.toBe(notFound);
-    expect(entries).toEqual([]);
+    expect(handlerFailure(notFound, { unavailable })).toEqual({ answer: notFound });
   });
 
-  it("turns an unreachable database into the typed 503, with a warning", async () => {
-    const { log, entries } = recordingLog();
+  it("turns an unreachable database into the typed 503, keeping the cause", () => {
     const cause = Object.assign(new Error("connect ECONNREFUSED"), { code: "ECONNREFUSED" });
-    const err = await handlerErrorMapping(log, unavailable)("SyncDatasets", async () => Promise.reject(cause)).catch((e: unknown) => e);
-    expect(err).toBeInstanceOf(AppError);
-    expect(err).toMatchObject({ status: 503, errorCode: "DATABASE_UNAVAILABLE" });
-    expect(entries).toEqual([{ level: "warn", msg: "SyncDatasets: database unavailable", err: cause }]);
+    const { answer, cause: logged } = handlerFailure(cause, { unavailable });
+    expect(answer).toBeInstanceOf(AppError);
+    expect(answer).toMatchObject({ status: 503, errorCode: "DATABASE_UNAVAILABLE" });
+    expect(logged).toBe(cause);
   });
 
-  it("turns anything else into a bare 500 and logs the cause", async () => {
-    const { log, entries } = recordingLog();
+  it("turns anything else into a bare 500 (and an unreachable database too, without a policy)", () => {
     const cause = new Error("secret internals");
-    const err = await handlerErrorMapping(log, unavailable)("ListDatasets", async () => Promise.reject(cause)).catch((e: unknown) => e);
-    expect(err).toMatchObject({ status: 500, errorCode: "INTERNAL_ERROR" });
-    expect((err as AppError).message).not.toContain("secret internals");
-    expect(entries).toEqual([{ level: "error", msg: "ListDatasets failed", err: cause }]);
+    const { answer, cause: logged } = handlerFailure(cause, { unavailable });
+    expect(answer).toMatchObject({ status: 500, errorCode: "INTERNAL_ERROR" });
+    expect(answer.message).not.toContain("secret internals");
+    expect(logged).toBe(cause);
+    const refused = Object.assign(new Error("connect ECONNREFUSED"), { code: "ECONNREFUSED" });
+    expect(handlerFailure(refused).answer).toMatchObject({ status: 500, errorCode: "INTERNAL_ERROR" });
   });
 });
 
-describe("unavailableMapping", () => {
-  it("turns an unreachable database into the typed 503 and passes everything else unchanged", async () => {
-    const withDatabase = unavailableMapping(unavailable);
-    await expect(withDatabase(async () => 42)).resolves.toBe(42);
-    const refused = Object.assign(new Error("connect ECONNREFUSED"), { code: "ECONNREFUSED" });
-    await expect(withDatabase(async () => Promise.reject(refused))).rejects.toMatchObject({ status: 503, errorCode: "DATABASE_UNAVAILABLE" });
-    const notFound = Errors.datasetNotFound("x");
-    await expect(withDatabase(async () => Promise.reject(notFound))).rejects.toBe(notFound);
-    const bug = new Error("bug");
-    await expect(withDatabase(async () => Promise.reject(bug))).rejects.toBe(bug);
+describe("serve(Service, impl, { errors }): the policy applied to every method", () => {
+  const entries: { level: string; fields: Record<string, unknown>; msg: string }[] = [];
+  const record = (level: string) => (fields: Record<string, unknown>, msg: string) => void entries.push({ level, fields, msg });
+  const log = { warn: record("warn"), error: record("error"), info: () => undefined } as unknown as Logger;
+  const refused = Object.assign(new Error("connect ECONNREFUSED 127.0.0.1:1"), { code: "ECONNREFUSED" });
+  const traceId = "0af7651916cd43dd8448eb211c80319c";
+  const served = serve(
+    SchemaService,
+    {
+      syncDatasets: async (request) => {
+        if (request.organizationId === "down") throw refused;
+        throw new Error("secret internals");
+      },
+    },
+    { errors: { unavailable } },
+  );
+  const server = new grpc.Server();
+  let address: string;
+
+  beforeAll(async () => {
+    served.add(server, { log, metrics: createMetrics({ defaultMetrics: false }) });
+    address = `127.0.0.1:${await listen(server, "127.0.0.1:0")}`;
+  });
+  afterAll(() => shutdown(server, 1000));
+  beforeEach(() => void entries.splice(0));
+
+  it("answers an unreachable database 503 DATABASE_UNAVAILABLE and warns with the cause and the trace id", async () => {
+    const client = createClient(SchemaService, address);
+    await expect(client.syncDatasets({ organizationId: "down" }, { metadata: traceMetadata(traceId) })).rejects.toMatchObject({ status: 503, errorCode: "DATABASE_UNAVAILABLE" });
+    client.close();
+    expect(entries).toEqual([
+      { level: "warn", msg: "exportsvc.v1.SchemaService.SyncDatasets: database unavailable", fields: { traceId, status: 503, errorCode: "DATABASE_UNAVAILABLE", err: refused } },
+    ]);
+  });
+
+  it("answers anything else a bare 500 and logs the cause in full", async () => {
+    const client = createClient(SchemaService, address);
+    const err = await client.syncDatasets({ organizationId: "o" }, { metadata: traceMetadata(traceId) }).catch((e: unknown) => e);
+    client.close();
+    expect(err).toMatchObject({ status: 500, errorCode: "INTERNAL_ERROR" });
+    expect((err as AppError).message).not.toContain("secret internals");
+    expect(entries).toHaveLength(1);
+    expect(entries[0]).toMatchObject({ level: "error", msg: "exportsvc.v1.SchemaService.SyncDatasets failed", fields: { traceId, status: 500 } });
+    expect((entries[0].fields.err as Error).message).toBe("secret internals");
   });
 });

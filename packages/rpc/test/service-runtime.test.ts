@@ -1,12 +1,12 @@
 import { createServer, type AddressInfo, type Server } from "node:net";
 import * as grpc from "@grpc/grpc-js";
-import { createLogger, Errors } from "@exportsvc/common";
+import { buildConfigSchema, createLogger, Errors, parseConfig } from "@exportsvc/common";
 import { Health, HealthCheckResponse_ServingStatus, SchemaService, type HealthCheckResponse } from "@exportsvc/proto";
 import { freePort } from "../../../scripts/lib/ports";
 import { createClient, serve, serviceDefinition, startGrpcService, type GrpcServiceOptions, type GrpcServiceSettings } from "../src";
 
 const log = createLogger("service-runtime-test", "silent");
-const SETTINGS: GrpcServiceSettings = { GRPC_HOST: "127.0.0.1", GRPC_PORT: 0, SHUTDOWN_GRACE_MS: 1_000 };
+const SETTINGS: GrpcServiceSettings = { ...parseConfig(buildConfigSchema, {}), GRPC_HOST: "127.0.0.1", GRPC_PORT: 0, SHUTDOWN_GRACE_MS: 1_000 };
 
 /** Records the order in which the runtime releases things. */
 function fakePool(events: string[]) {

@@ -1,7 +1,7 @@
 import { createLogger, type Logger } from "@exportsvc/common";
 import { createPool, isDatabaseUnavailable } from "@exportsvc/db";
 import { CatalogService, SchemaService } from "@exportsvc/proto";
-import { createClient, handlerErrorMapping, serve, startGrpcService } from "@exportsvc/rpc";
+import { createClient, serve, startGrpcService } from "@exportsvc/rpc";
 import type { CatalogConfig } from "./config";
 import { listDatasets, type ListDatasetsDeps } from "./handlers/list-datasets";
 import { streamListing } from "./handlers/stream-listing";
@@ -29,7 +29,6 @@ export async function start(config: CatalogConfig, options: { log?: Logger } = {
     logger: log,
     cache: new ListingCache(config.LISTING_CACHE_BYTES),
   };
-  const withErrorMapping = handlerErrorMapping(log, isDatabaseUnavailable);
   const { port, stop } = await startGrpcService({
     name: "catalog",
     settings: config,
@@ -39,10 +38,11 @@ export async function start(config: CatalogConfig, options: { log?: Logger } = {
       deps.metrics = metrics;
       if (readPool) metrics?.exposeReplicaFallbacks("listing");
       return [
-        serve(CatalogService, {
-          listDatasets: (request, call) =>
-            withErrorMapping("ListDatasets", async () => streamListing(call, await listDatasets(deps, request.organizationId, request.ifNoneMatch))),
-        }),
+        serve(
+          CatalogService,
+          { listDatasets: async (request, call) => streamListing(call, await listDatasets(deps, request.organizationId, request.ifNoneMatch)) },
+          { errors: { unavailable: isDatabaseUnavailable } },
+        ),
       ];
     },
     release: async () => {

@@ -101,3 +101,23 @@ export async function resolveCursor(
   if (match.legacy) return parsed.cursor.position;
   throw invalidCursor("reshaped_dataset");
 }
+
+/**
+ * Where a page of a change feed (deletions, rewrites) resumes: after the cursor's position, unless
+ * the feed's log was pruned past it, which expires the cursor; undefined without a cursor (the
+ * feed's start).
+ */
+export async function resumeChangeFeed(
+  pool: Pool,
+  codec: CursorCodec,
+  organizationId: string,
+  dataset: PageDataset,
+  text: string | undefined,
+  feed: Exclude<Feed, "rows">,
+  expiry: { prunedPast(position: CursorPosition): Promise<boolean>; expired(): AppError },
+): Promise<CursorPosition | undefined> {
+  if (text === undefined) return undefined;
+  const position = await resolveCursor(pool, codec, organizationId, dataset, text, feed);
+  if (await expiry.prunedPast(position)) throw expiry.expired();
+  return position;
+}

@@ -10,15 +10,8 @@ import {
   type PageDataset,
   type RegistryEntry,
 } from "@exportsvc/datasets";
-import type {
-  ExportCsvRequest,
-  ExportCsvResponse,
-  ExportDeletionsRequest,
-  ExportDeletionsResponse,
-  ExportRewritesRequest,
-  ExportRewritesResponse,
-} from "@exportsvc/proto";
-import { unavailableMapping, type grpc } from "@exportsvc/rpc";
+import type { ExportCsvRequest } from "@exportsvc/proto";
+import { callTraceId, grpcSink, type grpc } from "@exportsvc/rpc";
 import { copyToSink, StreamFailedAfterFirstChunk, StreamStalled, type ChunkSink, type CopyOutcome } from "./copy-stream";
 import type { ExportMetrics } from "./metrics";
 import type { SiteCounts } from "./site-counts";
@@ -26,9 +19,10 @@ import { startHorizon, visibilityHorizon, type FormIdHints, type HorizonOptions,
 
 /*
  * The page machinery every feed of a dataset shares (CSV pages, the deletion and the rewrite feed):
- * the service's dependencies, the organization's share of the pool, the horizon, loading an
- * exportable dataset, streaming a COPY to the caller and mapping what fails to the service's errors.
- * Each feed's handler (handlers/) builds its own query and header on top of it.
+ * the service's dependencies, the handler every feed's page runs in (feedHandler: the organization's
+ * share of the pool, loading an exportable dataset, streaming a COPY to the caller, the page's log
+ * line) and mapping what fails to the service's errors. Each feed (handlers/) plans its own query,
+ * header and horizon on top of it.
  */
 
 export interface ExportDependencies {
@@ -51,9 +45,60 @@ export interface ExportDependencies {
   siteCounts?: SiteCounts;
 }
 
-export type ExportCall = grpc.ServerWritableStream<ExportCsvRequest, ExportCsvResponse>;
-export type DeletionsCall = grpc.ServerWritableStream<ExportDeletionsRequest, ExportDeletionsResponse>;
-export type RewritesCall = grpc.ServerWritableStream<ExportRewritesRequest, ExportRewritesResponse>;
+/** What every feed's request names: the organization and the dataset. */
+export type PageRequest = Pick<ExportCsvRequest, "organizationId" | "datasetKey">;
+
+/** A dataset a page may be read from (loadExportableDataset). */
+export type ExportableDataset = PageDataset & RegistryEntry;
+
+/** What a feed makes of one request once its dataset is loaded. */
+export interface PagePlan {
+  /** The pool the page is read from: the primary, or the read replica once it has caught up. */
+  source: Pool;
+  /** Builds the page query; what it throws means the dataset cannot be exported (notExportable). */
+  select(): string;
+  header: Buffer;
+  /** What the page's log line adds (the feed, the site names' lookup). */
+  logFields?: Record<string, unknown>;
+  /** The streamed page's outcome, for the feed's own metrics. */
+  streamed?(outcome: CopyOutcome): void;
+}
+
+/**
+ * A feed's page: given the request before its dataset is loaded (so it can start work early, as the
+ * horizon), it plans the page for the loaded dataset.
+ */
+export type PagePlanner<Request extends PageRequest> = (request: Request) => (dataset: ExportableDataset) => Promise<PagePlan>;
+
+/**
+ * The gRPC handler of a feed (ExportCsv, ExportDeletions, ExportRewrites): on the organization's
+ * share of the pool, its dataset loaded, the feed's page is COPYed to the call as `message`s of
+ * CSV bytes and logged as one "<what> page" line. What fails is the service's errors (streamCsv,
+ * notExportable; serve's policy for the database out of reach).
+ */
+export function feedHandler<Request extends PageRequest, Response>(deps: ExportDependencies, what: string, message: (data: Buffer) => Response, planner: PagePlanner<Request>) {
+  return async (request: Request, call: grpc.ServerWritableStream<Request, Response>): Promise<void> => {
+    const sink = grpcSink(call, message);
+    const traceId = callTraceId(call.metadata);
+    await onOrganizationShare(deps, request.organizationId, sink, async () => {
+      const started = process.hrtime.bigint();
+      const planFor = planner(request);
+      const dataset = await loadExportableDataset(deps, request, traceId);
+      const plan = await planFor(dataset);
+      let select: string;
+      try {
+        select = plan.select();
+      } catch (err) {
+        throw notExportable(deps.logger, dataset.key, err, traceId);
+      }
+      const { organizationId } = request;
+      const outcome = await streamCsv(deps, { source: plan.source, select, header: plan.header, sink, dataset, organizationId, traceId, what });
+      plan.streamed?.(outcome);
+      const ms = Number(process.hrtime.bigint() - started) / 1e6;
+      deps.logger.info({ organizationId, dataset: dataset.key, ...plan.logFields, bytes: outcome.bytes, rows: outcome.rows, cancelled: outcome.cancelled, ms }, `${what} page`);
+    });
+  };
+}
 
 /**
  * The export service waits this much longer than STREAM_STALL_TIMEOUT_MS for its gRPC consumer: the
@@ -67,7 +112,7 @@ export const CONSUMER_STALL_MARGIN_MS = 5_000;
  * Runs one call on its organization's share of the pool, from its first query to its last byte:
  * connections held by one organization's (slow) pages never starve another organization's.
  */
-export async function onOrganizationShare(deps: ExportDependencies, organizationId: string, sink: ChunkSink, work: () => Promise<void>): Promise<void> {
+async function onOrganizationShare(deps: ExportDependencies, organizationId: string, sink: ChunkSink, work: () => Promise<void>): Promise<void> {
   const share = await acquireShare(deps, organizationId, sink);
   try {
     await work();
@@ -91,7 +136,7 @@ async function acquireShare(deps: ExportDependencies, organizationId: string, si
   }
 }
 
-export interface CsvStreamTarget {
+interface CsvStreamTarget {
   /** The pool the page is read from: the primary, or the read replica once it has caught up. */
   source: Pool;
   select: string;
@@ -109,7 +154,7 @@ export interface CsvStreamTarget {
  * (a stalled consumer, a failure mid-stream) and before it (database down, a value that cannot be
  * rendered) to the service's errors. Shared by every CSV-shaped feed of a dataset.
  */
-export async function streamCsv(deps: ExportDependencies, target: CsvStreamTarget): Promise<CopyOutcome> {
+async function streamCsv(deps: ExportDependencies, target: CsvStreamTarget): Promise<CopyOutcome> {
   const { source, select, header, sink, dataset, organizationId, traceId, what } = target;
   try {
     const outcome = await copyToSink(source, select, header, sink, { chunkBytes: deps.chunkBytes, stallTimeoutMs: deps.stallTimeoutMs + CONSUMER_STALL_MARGIN_MS });
@@ -138,21 +183,16 @@ export async function streamCsv(deps: ExportDependencies, target: CsvStreamTarge
  * The page's horizon, started with its registry read when an earlier page named the key's form
  * (startHorizon): call the result with the form the registry names.
  */
-export function pageHorizonStarter(deps: ExportDependencies, request: Pick<ExportCsvRequest, "organizationId" | "datasetKey">, opts: HorizonOptions) {
+export function pageHorizonStarter(deps: ExportDependencies, request: PageRequest, opts: HorizonOptions) {
   return startHorizon((formId) => visibilityHorizon(deps.pool, request.organizationId, formId, opts), deps.formIdHints, request.organizationId, request.datasetKey);
 }
 
-export async function loadExportableDataset(
-  deps: ExportDependencies,
-  request: Pick<ExportCsvRequest, "organizationId" | "datasetKey">,
-  traceId: string | undefined,
-): Promise<PageDataset & RegistryEntry> {
+async function loadExportableDataset(deps: ExportDependencies, request: PageRequest, traceId: string | undefined): Promise<ExportableDataset> {
   // PostgreSQL cannot take a NUL in text: such a key names no dataset (the gateway refuses it too).
   if (request.datasetKey.includes("\u0000")) throw Errors.datasetNotFound(request.datasetKey);
-  const entry = await withDatabase(async () => {
-    if (deps.syncRegistry) return loadCurrentRegistryEntry(deps.pool, request.organizationId, request.datasetKey, deps.syncRegistry);
-    return loadRegistryEntry(deps.pool, request.organizationId, request.datasetKey);
-  });
+  const entry = deps.syncRegistry
+    ? await loadCurrentRegistryEntry(deps.pool, request.organizationId, request.datasetKey, deps.syncRegistry)
+    : await loadRegistryEntry(deps.pool, request.organizationId, request.datasetKey);
   if (!entry) throw Errors.datasetNotFound(request.datasetKey);
   if (entry.state === "failed") {
     // The recorded cause (a rebuild's message, possibly the database's text) is for operators: the
@@ -165,14 +205,8 @@ export async function loadExportableDataset(
   return entry;
 }
 
-/**
- * Runs a database step; an unreachable database is DATABASE_UNAVAILABLE, AppErrors pass through.
- * The export maps its other failures itself (streamCsv, notExportable), hence not handlerErrorMapping.
- */
-export const withDatabase = unavailableMapping(isDatabaseUnavailable);
-
 /** A query that fails on the data itself: the page cannot be rendered (docs/contract.md §10: 503 DATASET_NOT_EXPORTABLE). */
-export function notExportable(logger: Logger, datasetKey: string, err: unknown, traceId: string | undefined): AppError {
+function notExportable(logger: Logger, datasetKey: string, err: unknown, traceId: string | undefined): AppError {
   if (err instanceof AppError) return err;
   logger.error({ err, traceId, dataset: datasetKey }, "export query failed");
   const reason = err instanceof UnsupportedDatasetError ? "its definition cannot be exported" : "a stored value cannot be exported";

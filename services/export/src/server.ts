@@ -1,5 +1,5 @@
 import { createLogger, type Logger } from "@exportsvc/common";
-import { ConnectionShares, createPool } from "@exportsvc/db";
+import { ConnectionShares, createPool, isDatabaseUnavailable } from "@exportsvc/db";
 import { CursorCodec, SERVICE_APPLICATION_NAME } from "@exportsvc/datasets";
 import { ExportService, SchemaService } from "@exportsvc/proto";
 import { createClient, serve, startGrpcService } from "@exportsvc/rpc";
@@ -72,7 +72,13 @@ export async function start(config: ExportConfig, options: StartOptions = {}): P
         formIdHints: new FormIdHints(),
         siteCounts: new SiteCounts(pool, { ttlMs: SITE_COUNT_TTL_MS, maxOrganizations: SITE_COUNT_MAX_ORGANIZATIONS, logger: log }),
       };
-      return [serve(ExportService, { exportCsv: exportCsvHandler(deps), exportDeletions: exportDeletionsHandler(deps), exportRewrites: exportRewritesHandler(deps) })];
+      return [
+        serve(
+          ExportService,
+          { exportCsv: exportCsvHandler(deps), exportDeletions: exportDeletionsHandler(deps), exportRewrites: exportRewritesHandler(deps) },
+          { errors: { unavailable: isDatabaseUnavailable } },
+        ),
+      ];
     },
     release: async () => {
       schema?.close();

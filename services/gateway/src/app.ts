@@ -1,5 +1,5 @@
 import Koa from "koa";
-import type { Logger } from "@exportsvc/common";
+import type { BuildIdentity, Logger } from "@exportsvc/common";
 import type { GatewayMetrics } from "./metrics";
 import { STREAM_STALL_TIMEOUT_MS } from "@exportsvc/datasets/src/domain";
 import type { Authenticator, RateLimiter } from "./contracts";
@@ -8,7 +8,7 @@ import { requestContextMiddleware } from "./http/request-context";
 import { routeFallbackMiddleware } from "./http/route-fallback";
 import { requireHostMiddleware } from "./http/host";
 import { createGuard } from "./http/access-control";
-import { openRoutes, type BuildInfo, type DatabaseProbe } from "./routes/open";
+import { openRoutes, type DatabaseProbe } from "./routes/open";
 import { dataRoutes, type CatalogPort, type DataRouteDeps, type ExportPort } from "./routes/datasets";
 import { buildOpenApiDocument } from "./openapi/document";
 import { exposeGatewaySeries } from "./metrics-series";
@@ -24,7 +24,7 @@ export interface AppDependencies {
   catalog: CatalogPort;
   exporter: ExportPort;
   probeDatabase: DatabaseProbe;
-  build: BuildInfo;
+  build: BuildIdentity;
   logger: Logger;
   /** Prometheus metrics; absent in tests that do not look at them. */
   metrics?: GatewayMetrics;

@@ -1,5 +1,5 @@
 import { z } from "zod";
-import { DATABASE_POOL_MAX_USES_DEFAULT, env, parseConfig } from "@exportsvc/common";
+import { buildConfigSchema, DATABASE_POOL_MAX_USES_DEFAULT, env, parseConfig } from "@exportsvc/common";
 // The domain module alone: the package index loads pg, which must be required only after tracing has started.
 import { GATEWAY_HTTP_PORT, grpcAddress, STREAM_STALL_TIMEOUT_MS } from "@exportsvc/datasets/src/domain";
 import { authConfigSchema } from "./auth/config";
@@ -7,7 +7,7 @@ import { limitsConfigSchema } from "./limits/config";
 import { sharedStoreConfigSchema } from "./store";
 import { DEFAULT_HTTP_LIMITS, type HttpServerLimits } from "./http/limits";
 
-/** The HTTP layer's own variables (limits and the shared store contribute theirs below). */
+/** The HTTP layer's own variables (the build, auth, limits and the shared store contribute theirs below). */
 const httpConfigSchema = z.object({
   PORT: env.port(GATEWAY_HTTP_PORT),
   HOST: z.string().min(1).default("0.0.0.0"),
@@ -18,14 +18,6 @@ const httpConfigSchema = z.object({
   DATABASE_POOL_MAX: env.int(10, 1, 100),
   DATABASE_POOL_MAX_USES: env.int(DATABASE_POOL_MAX_USES_DEFAULT, 0),
   KEY_HASH_SECRET: z.string().min(1, "is required"),
-  IMAGE_TAG: z.string().default("dev"),
-  GIT_COMMIT: z.string().default("unknown"),
-  // ISO 8601; a build that does not stamp one (a developer machine) reports its start-up time.
-  BUILD_DATE: z
-    .string()
-    .refine((v) => !Number.isNaN(Date.parse(v)), "must be an ISO 8601 date-time")
-    .default(() => new Date().toISOString()),
-  APP_VERSION: z.string().default(process.env.npm_package_version ?? "0.1.0"),
   LOG_LEVEL: env.logLevel(),
   SHUTDOWN_GRACE_MS: env.int(25_000, 0, 600_000),
   READINESS_TIMEOUT_MS: env.int(2_000, 100, 60_000),
@@ -45,6 +37,7 @@ const httpConfigSchema = z.object({
 });
 
 export const gatewayConfigSchema = httpConfigSchema
+  .extend(buildConfigSchema.shape)
   .extend(authConfigSchema.shape)
   .extend(limitsConfigSchema.shape)
   .extend(sharedStoreConfigSchema.shape);
@@ -54,11 +47,6 @@ export type GatewayConfig = z.infer<typeof gatewayConfigSchema>;
 
 export function loadGatewayConfig(source: Record<string, string | undefined> = process.env): GatewayConfig {
   return parseConfig(gatewayConfigSchema, source);
-}
-
-/** What GET /build serves and build_info exports. */
-export function buildInfoFromConfig(config: GatewayConfig): { imageTag: string; commit: string; buildDate: string; version: string } {
-  return { imageTag: config.IMAGE_TAG, commit: config.GIT_COMMIT, buildDate: config.BUILD_DATE, version: config.APP_VERSION };
 }
 
 /** Connection cap and timeouts of the HTTP listener. */

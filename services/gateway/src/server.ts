@@ -1,14 +1,13 @@
-import type { Server } from "node:http";
-import { createHttpServer, silentConnectionCloser } from "./http/server";
-import type { AddressInfo } from "node:net";
+import { createHttpServer } from "./http/server";
+import { httpListener } from "./http/listener";
 import { CatalogService, ExportService } from "@exportsvc/proto";
 import { createClient, traceMetadata } from "@exportsvc/rpc";
 import { createPool } from "@exportsvc/db";
 import { ListingCache, organizationListingState, SERVICE_APPLICATION_NAME } from "@exportsvc/datasets";
-import { createLogger, isAppError, startMetricsServer, type MetricsServer } from "@exportsvc/common";
+import { createLogger, isAppError, ServiceLifecycle } from "@exportsvc/common";
 import type { RateLimiter } from "./contracts";
 import { createApp } from "./app";
-import { buildInfoFromConfig, httpLimitsFromConfig, type GatewayConfig } from "./config";
+import { httpLimitsFromConfig, type GatewayConfig } from "./config";
 import { authenticatorTimingsFromConfig, createAuthenticator } from "./auth";
 import { createRateLimiter, rateLimiterOptionsFromConfig } from "./limits";
 import { createSharedStore, sharedStoreOptionsFromConfig } from "./store";
@@ -20,26 +19,35 @@ export interface RunningGateway {
   stop(): Promise<void>;
 }
 
-/** Wires the gateway from its configuration and starts listening. */
+/**
+ * Wires the gateway from its configuration and starts listening, on the one service lifecycle
+ * (ServiceLifecycle: build read once, /metrics, the ordered stop); its HTTP specifics (the idle
+ * connections closed while draining, every connection cut when the grace period is over) are the
+ * listener's drain (http/listener.ts).
+ */
 export async function start(config: GatewayConfig): Promise<RunningGateway> {
   const logger = createLogger("gateway", config.LOG_LEVEL);
-  const build = buildInfoFromConfig(config);
-  const metrics = new GatewayMetrics({ build });
+  const lifecycle = new ServiceLifecycle({ name: "gateway", log: logger, settings: config, host: config.HOST, createMetrics: (options) => new GatewayMetrics(options) });
+  const { build, metrics } = lifecycle;
   // A key store that stops answering must become 503 AUTH_UNAVAILABLE, not a request that hangs
   // holding a concurrency slot: every statement of this pool (key look-ups, readiness) is bounded.
-  const pool = createPool({
-    connectionString: config.DATABASE_URL,
-    max: config.DATABASE_POOL_MAX,
-    maxUses: config.DATABASE_POOL_MAX_USES,
-    applicationName: SERVICE_APPLICATION_NAME.gateway,
-    statementTimeoutMs: config.KEY_STORE_TIMEOUT_MS,
-  });
-  metrics.observePool(pool);
+  const pool = lifecycle.holdPool(
+    createPool({
+      connectionString: config.DATABASE_URL,
+      max: config.DATABASE_POOL_MAX,
+      maxUses: config.DATABASE_POOL_MAX_USES,
+      applicationName: SERVICE_APPLICATION_NAME.gateway,
+      statementTimeoutMs: config.KEY_STORE_TIMEOUT_MS,
+    }),
+  );
+  // Released the last held first: the clients, the authenticator and the limiter before the store they use.
   const store = createSharedStore({
     ...sharedStoreOptionsFromConfig(config),
     onError: (err) => logger.warn({ err: err.message }, "shared store error"),
   });
+  lifecycle.hold(() => store.close());
   const rateLimiter = createRateLimiter(store, { ...rateLimiterOptionsFromConfig(config), logger });
+  lifecycle.hold(() => rateLimiter.close());
   rateLimiter.onFallback((event) => metrics.setSharedStoreFallback(event.active));
   const countedRateLimiter = countRejections(rateLimiter, metrics, config.RATE_LIMIT_CONCURRENCY);
   const authenticator = createAuthenticator({
@@ -50,8 +58,11 @@ export async function start(config: GatewayConfig): Promise<RunningGateway> {
     logger,
     metrics,
   });
+  lifecycle.hold(() => authenticator.close());
   const catalogClient = createClient(CatalogService, config.CATALOG_ADDRESS);
   const exportClient = createClient(ExportService, config.EXPORT_ADDRESS);
+  lifecycle.hold(() => catalogClient.close());
+  lifecycle.hold(() => exportClient.close());
 
   const app = createApp({
     authenticator,
@@ -77,57 +88,10 @@ export async function start(config: GatewayConfig): Promise<RunningGateway> {
     problemTypeBaseUrl: config.PROBLEM_TYPE_BASE_URL,
   });
 
-  const server: Server = createHttpServer(app.callback(), { ...httpLimitsFromConfig(config), logger, metrics, problemTypeBaseUrl: config.PROBLEM_TYPE_BASE_URL });
-  const closeSilentConnections = silentConnectionCloser(server);
-  await new Promise<void>((resolve, reject) => {
-    server.once("error", reject);
-    server.listen(config.PORT, config.HOST, () => {
-      server.off("error", reject);
-      resolve();
-    });
-  });
-  let metricsServer: MetricsServer | undefined;
-  if (config.METRICS_PORT !== undefined) metricsServer = await startMetricsServer(config.METRICS_PORT, metrics.registry, config.HOST);
-
-  const address = server.address() as AddressInfo;
-  const host = address.family === "IPv6" ? `[${address.address}]` : address.address;
-  const url = `http://${host === "0.0.0.0" || host === "[::]" ? "127.0.0.1" : host}:${address.port}`;
-  logger.info({ url, metricsPort: metricsServer?.port, build }, "gateway listening");
-
-  let stopping: Promise<void> | undefined;
-  const stop = () =>
-    (stopping ??= (async () => {
-      // New connections are refused at once; streams in flight get the grace period to finish their page.
-      const closed = new Promise<void>((resolve) => server.close(() => resolve()));
-      const closeIdle = () => {
-        server.closeIdleConnections();
-        closeSilentConnections();
-      };
-      closeIdle();
-      const grace = new Promise<"timeout">((resolve) => setTimeout(() => resolve("timeout"), config.SHUTDOWN_GRACE_MS).unref());
-      // A keep-alive connection whose stream just finished turns idle and would hold the close
-      // until the grace period ends: close such connections as they turn idle.
-      const idleSweep = setInterval(closeIdle, 200);
-      try {
-        if ((await Promise.race([closed, grace])) === "timeout") {
-          logger.warn("shutdown grace period over: aborting the requests still in flight");
-          server.closeAllConnections();
-          await closed;
-        }
-      } finally {
-        clearInterval(idleSweep);
-      }
-      catalogClient.close();
-      exportClient.close();
-      await authenticator.close().catch(() => undefined);
-      await rateLimiter.close().catch(() => undefined);
-      await store.close().catch(() => undefined);
-      await pool.end().catch(() => undefined);
-      await metricsServer?.close();
-      logger.info("gateway stopped");
-    })());
-
-  return { url, stop };
+  const server = createHttpServer(app.callback(), { ...httpLimitsFromConfig(config), logger, metrics, problemTypeBaseUrl: config.PROBLEM_TYPE_BASE_URL });
+  const listener = httpListener(server, { port: config.PORT, host: config.HOST }, logger);
+  const { stop } = await lifecycle.start({ listener });
+  return { url: listener.url(), stop };
 }
 
 /** Counts 429s by the limit that was reached (told apart by RateLimit-Limit, as clients do). */

@@ -1,10 +1,10 @@
 import { once } from "node:events";
 import { createConnection } from "node:net";
 import { request } from "undici";
-import { ConfigError, generateApiKey, hashApiKeySecret } from "@exportsvc/common";
+import { buildIdentity, ConfigError, generateApiKey, hashApiKeySecret } from "@exportsvc/common";
 import type { Pool } from "pg";
 import { start, type RunningGateway } from "../src/server";
-import { buildInfoFromConfig, httpLimitsFromConfig, loadGatewayConfig } from "../src/config";
+import { httpLimitsFromConfig, loadGatewayConfig } from "../src/config";
 import { createTestOrganization, testDatabaseUrl, testPool } from "../../../test/support/db";
 import { csvBytes, eventually, startFakeServices, writeChunk, type ExportBehaviour, type FakeServiceState } from "./support/harness";
 
@@ -83,7 +83,7 @@ describe("loadGatewayConfig", () => {
       RATE_LIMIT_PER_WINDOW: 600,
     });
     expect(config.REDIS_URL).toBeUndefined();
-    expect(Number.isNaN(Date.parse(buildInfoFromConfig(config).buildDate))).toBe(false);
+    expect(Number.isNaN(Date.parse(buildIdentity(config).buildDate))).toBe(false);
   });
 
   it("reads the listener's connection cap and timeouts, and refuses values outside their ranges naming the variable", () => {

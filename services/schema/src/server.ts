@@ -3,7 +3,7 @@ import { createPool, isDatabaseUnavailable } from "@exportsvc/db";
 import { CursorCodec, SERVICE_APPLICATION_NAME } from "@exportsvc/datasets";
 import { startMaintenanceLoop, type MaintenanceLoop, type RebuildReport } from "@exportsvc/form-datasets";
 import { SchemaService } from "@exportsvc/proto";
-import { handlerErrorMapping, serve, startGrpcService } from "@exportsvc/rpc";
+import { serve, startGrpcService } from "@exportsvc/rpc";
 import type { SchemaConfig } from "./config";
 import { startTombstonePruning } from "./maintenance/tombstone-pruning";
 import { syncDatasets } from "./handlers/sync-datasets";
@@ -47,7 +47,6 @@ export async function start(config: SchemaConfig, options: SchemaServiceOptions 
   const log = options.log ?? createLogger("schema", config.LOG_LEVEL);
   const syncers = options.syncers ?? DEFAULT_SYNCERS;
   const pool = createPool({ connectionString: config.DATABASE_URL, max: config.DATABASE_POOL_MAX, maxUses: config.DATABASE_POOL_MAX_USES, applicationName: SERVICE_APPLICATION_NAME.schema });
-  const withErrorMapping = handlerErrorMapping(log, isDatabaseUnavailable);
   const worker = new RegistrySyncWorker({ pool, databaseUrl: config.DATABASE_URL, syncers, pollMs: config.REGISTRY_POLL_MS, log, concurrency: config.REGISTRY_SYNC_CONCURRENCY });
 
   const startBackgroundWork = async (metrics: SchemaMetrics) => {
@@ -91,11 +90,7 @@ export async function start(config: SchemaConfig, options: SchemaServiceOptions 
     settings: config,
     log,
     pool,
-    implement: () => [
-      serve(SchemaService, {
-        syncDatasets: (request) => withErrorMapping("SyncDatasets", () => syncDatasets(pool, syncers, request)),
-      }),
-    ],
+    implement: () => [serve(SchemaService, { syncDatasets: (request) => syncDatasets(pool, syncers, request) }, { errors: { unavailable: isDatabaseUnavailable } })],
     startBackgroundWork,
     createMetrics: (metricsOptions) => new SchemaMetrics(metricsOptions),
   });

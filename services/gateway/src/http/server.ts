@@ -1,5 +1,4 @@
 import { createServer, type RequestListener, type Server } from "node:http";
-import type { Socket } from "node:net";
 import type { Logger, ServiceMetrics } from "@exportsvc/common";
 import { answerMalformedRequests } from "./client-error";
 import type { HttpServerLimits } from "./limits";
@@ -52,22 +51,4 @@ export function createHttpServer(listener: RequestListener, options: HttpServerO
     () => new Promise<number>((resolve) => server.getConnections((err, count) => resolve(err ? 0 : count))),
   );
   return server;
-}
-
-/**
- * Closes the connections that never sent a byte. Node's closeIdleConnections() leaves them open (it
- * only closes connections between requests), so a client's or a load balancer's spare connection
- * would hold a graceful stop until its grace period ends: undici opens such connections, and one held
- * a gateway container's stop for the whole 25 s. A connection that has sent part of a request is not
- * touched; the header timeout bounds it.
- */
-export function silentConnectionCloser(server: Server): () => void {
-  const open = new Set<Socket>();
-  server.on("connection", (socket: Socket) => {
-    open.add(socket);
-    socket.once("close", () => open.delete(socket));
-  });
-  return () => {
-    for (const socket of open) if (socket.bytesRead === 0) socket.destroy();
-  };
 }

@@ -1,14 +1,7 @@
 import Router from "@koa/router";
-import { AppError, Errors } from "@exportsvc/common";
+import { AppError, Errors, type BuildIdentity } from "@exportsvc/common";
 import type { OpenApiDocument } from "../openapi/document";
 import { REDOC_SCRIPT_PATH, REFERENCE_PAGE_CSP, REFERENCE_PAGE_PATH, redocStandaloneScript, referencePageHtml } from "../openapi/reference-page";
-
-export interface BuildInfo {
-  imageTag: string;
-  commit: string;
-  buildDate: string;
-  version: string;
-}
 
 /** Probes the gateway's own database only (never the datasets' datastore). Rejects when unhealthy. */
 export type DatabaseProbe = () => Promise<void>;
@@ -16,7 +9,7 @@ export type DatabaseProbe = () => Promise<void>;
 const OPENAPI_PATH = "/swagger/v1/swagger.json";
 
 /** Endpoints that need no key: liveness, readiness, build, OpenAPI description and its reference page. */
-export function openRoutes(deps: { build: BuildInfo; probeDatabase: DatabaseProbe; openApi: OpenApiDocument }): Router {
+export function openRoutes(deps: { build: BuildIdentity; probeDatabase: DatabaseProbe; openApi: OpenApiDocument }): Router {
   // Paths are matched exactly as written: /HEALTH is no endpoint (404 NOT_FOUND).
   const router = new Router({ sensitive: true });
   const openApiJson = JSON.stringify(deps.openApi);
