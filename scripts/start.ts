@@ -165,7 +165,8 @@ async function startServices(state: DevState, databaseUrl: string, ports: Record
         schema: ports["schema gRPC"],
         metrics: { gateway: ports["gateway metrics"], catalog: ports["catalog metrics"], export: ports["export metrics"], schema: ports["schema metrics"] },
       },
-      serviceEnv: { gateway: { GIT_COMMIT: process.env.GIT_COMMIT || checkedOutCommit() } },
+      // Every service's build_info and the gateway's GET /build name the commit checked out here.
+      env: { GIT_COMMIT: process.env.GIT_COMMIT || checkedOutCommit() },
       signal: startup.signal,
     },
     120_000,
