@@ -36,7 +36,7 @@ export function toServiceError(err: unknown): Partial<grpc.StatusObject> {
   return { code: grpcStatusForError(app), details: app.message, metadata };
 }
 
-/** Turns a gRPC client error back into the AppError the server raised (or a 503/500 when transport failed). */
+/** Turns a gRPC client error back into the AppError the server raised: a 503 when the transport failed, a 500 for anything that is no gRPC error. */
 export function fromServiceError(err: unknown): AppError {
   if (err instanceof AppError) return err;
   const se = err as Partial<grpc.ServiceError>;
@@ -45,7 +45,10 @@ export function fromServiceError(err: unknown): AppError {
     const fields = JSON.parse(Buffer.isBuffer(raw) ? raw.toString("utf8") : String(raw)) as ProblemFields;
     return new AppError(fields);
   }
-  if (se?.code === grpc.status.UNAVAILABLE || se?.code === grpc.status.DEADLINE_EXCEEDED) {
+  // Every answer our servers give carries the problem (toServiceError). A gRPC error without it was
+  // made by the transport: the service went away, the connection was cut or reset mid-call
+  // (grpc-js reports a reset stream as INTERNAL). Retryable, like an unreachable database.
+  if (se?.code !== undefined && se.code !== grpc.status.OK) {
     return Errors.databaseUnavailable("An internal service did not answer. Retry with exponential backoff.");
   }
   return Errors.internal();
