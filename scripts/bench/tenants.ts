@@ -29,7 +29,7 @@ import { writeFileSync } from "node:fs";
 import type { Pool } from "pg";
 import { DATABASE_POOL_MAX_USES_DEFAULT, generateApiKey, hashApiKeySecret } from "@exportsvc/common";
 import { createPool, migrate } from "@exportsvc/db";
-import { SERVICE_APPLICATION_NAMES } from "@exportsvc/datasets/src/domain";
+import { SERVICE_APPLICATION_NAME, SERVICE_APPLICATION_NAMES } from "@exportsvc/datasets/src/domain";
 import { runAsScript } from "../lib/run-script";
 import { startStack, type RunningStack } from "../lib/stack";
 import { freePort } from "../lib/ports";
@@ -163,7 +163,7 @@ async function main(): Promise<number> {
       // A reused database may hold forms whose build requests an earlier run left unfinished.
       if (ready !== forms && !seeded) throw new Error(`expected ${forms} ready form datasets, found ${ready}`);
     } else put("forms built when the wait stopped", ready);
-    backends["schema pool after the fleet build (connections never retired)"] = (await postgresBackends(pool)).filter((g) => g.application === "schema");
+    backends["schema pool after the fleet build (connections never retired)"] = (await postgresBackends(pool)).filter((g) => g.application === SERVICE_APPLICATION_NAME.schema);
     await stop();
 
     put("relations in pg_class", await count(pool, "SELECT count(*) AS n FROM pg_class"));

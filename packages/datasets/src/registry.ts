@@ -237,38 +237,59 @@ export class RegistryKeyConflictError extends Error {
 }
 
 /**
- * The one insert-or-update of a registry row. Never takes over another dataset's row: a key is bound
- * to its (kind, source) for ever (a rename retires the key; the retired row keeps its name), so a
- * conflict with a different source is a bug to surface, not a row to overwrite.
+ * The one insert-or-update of registry rows, all of one organization in one statement (a sync of a
+ * fresh organization writes twelve: one round trip instead of twelve, which is most of a sync's time
+ * when the service shares a loaded machine with a fleet build). Never takes over another dataset's
+ * row: a key is bound to its (kind, source) for ever (a rename retires the key; the retired row keeps
+ * its name), so a conflict with a different source is a bug to surface, not a row to overwrite.
+ * Keys must be distinct within one call.
  */
-export async function upsertRegistryRow(db: Queryable, organizationId: string, row: RegistryRowWrite): Promise<void> {
-  const written = await db.query(
+export async function upsertRegistryRows(db: Queryable, organizationId: string, rows: readonly RegistryRowWrite[]): Promise<void> {
+  if (rows.length === 0) return;
+  const written = await db.query<{ key: string }>(
     `INSERT INTO dataset_registry (organization_id, key, kind, source_ref, display_name, parent_key, columns, name_assignments,
                                    shape_fingerprint, generation, state, table_name, error)
-     VALUES ($1, $2, $3, $4, $5, $6, $7::jsonb, $8::jsonb, $9, $10, $11, $12, $13)
+     SELECT $1, r.key, r.kind, r.source_ref, r.display_name, r.parent_key, r.columns, r.name_assignments,
+            r.shape_fingerprint, r.generation, r.state, r.table_name, r.error
+       FROM jsonb_to_recordset($2::jsonb) AS r(key text, kind text, source_ref text, display_name text, parent_key text,
+            columns jsonb, name_assignments jsonb, shape_fingerprint text, generation integer, state text, table_name text, error text, n integer)
+      ORDER BY r.n
      ON CONFLICT (organization_id, key) DO UPDATE SET
        kind = excluded.kind, source_ref = excluded.source_ref, display_name = excluded.display_name, parent_key = excluded.parent_key,
        columns = excluded.columns, name_assignments = excluded.name_assignments, shape_fingerprint = excluded.shape_fingerprint,
        generation = excluded.generation, state = excluded.state, table_name = excluded.table_name, error = excluded.error,
        updated_at = clock_timestamp()
-     WHERE dataset_registry.source_ref = excluded.source_ref AND dataset_registry.kind = excluded.kind`,
+     WHERE dataset_registry.source_ref = excluded.source_ref AND dataset_registry.kind = excluded.kind
+     RETURNING key`,
     [
       organizationId,
-      row.key,
-      row.kind,
-      row.sourceRef,
-      row.displayName ?? null,
-      row.parentKey ?? null,
-      JSON.stringify(row.columns),
-      JSON.stringify(row.nameAssignments),
-      shapeFingerprint(row.columns),
-      row.generation,
-      row.state,
-      row.tableName ?? null,
-      row.error ?? null,
+      JSON.stringify(
+        rows.map((row, n) => ({
+          n,
+          key: row.key,
+          kind: row.kind,
+          source_ref: row.sourceRef,
+          display_name: row.displayName ?? null,
+          parent_key: row.parentKey ?? null,
+          columns: row.columns,
+          name_assignments: row.nameAssignments,
+          shape_fingerprint: shapeFingerprint(row.columns),
+          generation: row.generation,
+          state: row.state,
+          table_name: row.tableName ?? null,
+          error: row.error ?? null,
+        })),
+      ),
     ],
   );
-  if (written.rowCount !== 1) throw new RegistryKeyConflictError(row.key);
+  const done = new Set(written.rows.map((r) => r.key));
+  const refused = rows.find((row) => !done.has(row.key));
+  if (refused) throw new RegistryKeyConflictError(refused.key);
+}
+
+/** One registry row (upsertRegistryRows with one row). */
+export function upsertRegistryRow(db: Queryable, organizationId: string, row: RegistryRowWrite): Promise<void> {
+  return upsertRegistryRows(db, organizationId, [row]);
 }
 
 /** Version of the row-shape definition below; bump it when the paging order behind a position changes. */

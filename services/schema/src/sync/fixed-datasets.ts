@@ -11,7 +11,7 @@ import {
 } from "@exportsvc/datasets";
 import { assignUniqueNames, composedName } from "@exportsvc/naming";
 import type { DatasetSyncer } from "./syncer";
-import { writeRegistryEntry, type DesiredRegistryEntry } from "./registry-store";
+import { writeRegistryEntries, type DesiredRegistryEntry } from "./registry-store";
 
 /**
  * Columns of a fixed dataset: core columns in CSV order, then (resource kinds with custom
@@ -61,16 +61,15 @@ export const fixedDatasetsSyncer: DatasetSyncer = {
       organizationId,
       FIXED_DATASETS.map((d) => d.key),
     );
-    let changed = 0;
+    const desired: DesiredRegistryEntry[] = [];
     for (const definition of FIXED_DATASETS) {
       const current = stored.get(definition.key);
       if (current && current.kind !== (definition.family === "resource" ? "resource" : "deviations")) {
         // Form dataset keys never take a fixed key (assignDatasetKeys is given them as taken); never overwrite one.
         throw new Error(`registry key ${definition.key} of organization ${organizationId} is held by a ${current.kind} dataset`);
       }
-      const desired = fixedDatasetEntry(definition, attributes, current?.name_assignments ?? {});
-      if (await writeRegistryEntry(client, organizationId, desired, current)) changed++;
+      desired.push(fixedDatasetEntry(definition, attributes, current?.name_assignments ?? {}));
     }
-    return changed;
+    return writeRegistryEntries(client, organizationId, desired, stored);
   },
 };

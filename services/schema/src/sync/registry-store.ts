@@ -1,6 +1,6 @@
 import type { PoolClient } from "pg";
 import type { RegistryRowWrite, StoredRegistryRow } from "@exportsvc/datasets";
-import { shapeFingerprint, upsertRegistryRow } from "@exportsvc/datasets";
+import { shapeFingerprint, upsertRegistryRows } from "@exportsvc/datasets";
 
 /** What a syncer wants a registry row to hold. generation and state are derived; timestamps are the store's. */
 export type DesiredRegistryEntry = Omit<RegistryRowWrite, "generation" | "state" | "error" | "tableName"> & { tableName?: string };
@@ -33,19 +33,25 @@ function isUnchanged(stored: StoredRegistryRow, desired: DesiredRegistryEntry, f
 }
 
 /**
- * Writes a registry row only when something in it differs, so an idle sync moves no timestamps,
- * tokens or ETags. generation starts at 1 and increments only when the row shape changes.
- * Returns whether a write happened.
+ * Writes the registry rows whose content differs, all in one statement, so an idle sync moves no
+ * timestamps, tokens or ETags and a sync of a fresh organization costs one round trip, not one per
+ * row. generation starts at 1 and increments only when the row shape changes. `stored` holds the
+ * current rows by key. Returns how many rows were written.
  */
-export async function writeRegistryEntry(
+export async function writeRegistryEntries(
   client: PoolClient,
   organizationId: string,
-  desired: DesiredRegistryEntry,
-  stored: StoredRegistryRow | undefined,
-): Promise<boolean> {
-  const fingerprint = shapeFingerprint(desired.columns);
-  if (stored && isUnchanged(stored, desired, fingerprint)) return false;
-  const generation = !stored ? 1 : stored.shape_fingerprint === fingerprint ? stored.generation : stored.generation + 1;
-  await upsertRegistryRow(client, organizationId, { ...desired, generation, state: "ready", tableName: desired.tableName ?? null, error: null });
-  return true;
+  desired: readonly DesiredRegistryEntry[],
+  stored: ReadonlyMap<string, StoredRegistryRow>,
+): Promise<number> {
+  const writes: RegistryRowWrite[] = [];
+  for (const entry of desired) {
+    const current = stored.get(entry.key);
+    const fingerprint = shapeFingerprint(entry.columns);
+    if (current && isUnchanged(current, entry, fingerprint)) continue;
+    const generation = !current ? 1 : current.shape_fingerprint === fingerprint ? current.generation : current.generation + 1;
+    writes.push({ ...entry, generation, state: "ready", tableName: entry.tableName ?? null, error: null });
+  }
+  await upsertRegistryRows(client, organizationId, writes);
+  return writes.length;
 }
