@@ -89,12 +89,13 @@ describe("image hygiene", () => {
     expect(r.stderr).toContain("probe: listen refused");
     expect(r.code).toBe(1);
     const frames = r.stderr.split("\n").filter((l) => /^\s+at /.test(l));
-    // The caller of listen() is services/gateway/src/server.ts, at the line that calls it
-    // (the map's paths are relative to dist/: /app/src/… is the service's src/, /packages/… the repo's).
-    const source = readFileSync(join(__dirname, "..", "..", "..", "services", "gateway", "src", "server.ts"), "utf8").split("\n");
+    // The caller of listen() is the gateway's listener (services/gateway/src/http/listener.ts), at
+    // the line that calls it (the map's paths are relative to dist/: /app/src/… is the service's
+    // src/, /packages/… the repo's).
+    const source = readFileSync(join(__dirname, "..", "..", "..", "services", "gateway", "src", "http", "listener.ts"), "utf8").split("\n");
     const listenLine = source.findIndex((l) => /\bserver\.listen\(/.test(l)) + 1;
     expect(listenLine).toBeGreaterThan(0);
-    expect(frames[1]).toMatch(new RegExp(`\\(/app/src/server\\.ts:${listenLine}:\\d+\\)$`));
+    expect(frames[1]).toMatch(new RegExp(`\\(/app/src/http/listener\\.ts:${listenLine}:\\d+\\)$`));
     expect(frames.some((f) => /\/packages\/common\/src\/service-main\.ts:\d+:\d+\)$/.test(f))).toBe(true);
     expect(frames.filter((f) => f.includes("dist/main.js"))).toEqual([]);
   });
