@@ -11,6 +11,7 @@ import { failed, orgVerdict, totals, type OrgVerdict, type Totals } from "../sim
 import { Gate, SoakConsumer, type ConsumerCounters } from "./consumer";
 import { HttpLatencyRecorder, serverErrors, summarize, type EndpointSummary, type Endpoint } from "./http-latency";
 import { plotSoak } from "./plot";
+import { rssGrowth, type RssGrowth } from "./memory-growth";
 import { heapUsedBytes, postgresBackends, procMemory, type BackendGroup, type ServiceMemory } from "./resources";
 
 /**
@@ -77,7 +78,8 @@ export interface SoakReport {
   /** The same from minute 5 (the middle of a shorter run): what the latency targets judge. */
   fromBaseline: Partial<Record<Endpoint, EndpointSummary>>;
   serverErrors: number;
-  memory: { service: string; baselineMinute: number; baselineBytes: number | null; endBytes: number | null; growthPercent: number | null }[];
+  /** Each service's RSS floor at the end against minute 5 (./memory-growth.ts). */
+  memory: RssGrowth[];
   targets: { name: string; value: string; met: boolean }[];
   totals: Totals;
   failedOrganizations: string[];
@@ -238,19 +240,18 @@ export async function soak(opts: SoakOptions): Promise<SoakReport> {
     const fivexx = serverErrors(runObservations);
     if (!opts.faults && fivexx > 0) problems.push(`${fivexx} response(s) ≥ 500 without faults`);
 
-    // Memory: every service's RSS at the end against minute 5 (or the middle of a shorter run).
-    const baseline = samples.find((s) => s.t >= baselineT) ?? samples[0];
-    const baselineMinute = Math.round((baseline?.t ?? 0) / 6) / 10;
-    const end = samples[samples.length - 1];
-    const memory = SERVICES.map((service) => {
-      const b = baseline?.services.find((s) => s.service === service)?.rssBytes ?? null;
-      const e = end?.services.find((s) => s.service === service)?.rssBytes ?? null;
-      return { service, baselineMinute, baselineBytes: b, endBytes: e, growthPercent: b && e ? ((e - b) / b) * 100 : null };
-    });
+    // Memory: every service's RSS floor at the end against its floor around minute 5.
+    const memory = rssGrowth(samples, SERVICES, baselineT);
+    const baselineMinute = memory[0]?.baselineMinute ?? 0;
     const fmt = (n: number | null | undefined) => (n == null ? "-" : n.toFixed(1));
+    const pct = (n: number | null) => (n === null ? "-" : `${n >= 0 ? "+" : ""}${n.toFixed(1)} %`);
     const targets = [
       { name: "responses ≥ 500" + (opts.faults ? " (faults on: reported, not a target)" : ""), value: String(fivexx), met: opts.faults || fivexx === 0 },
-      ...memory.map((m) => ({ name: `${m.service} RSS at the end within +10 % of minute ${m.baselineMinute}`, value: m.growthPercent === null ? "-" : `${m.growthPercent >= 0 ? "+" : ""}${m.growthPercent.toFixed(1)} %`, met: m.growthPercent !== null && m.growthPercent <= 10 })),
+      ...memory.map((m) => ({
+        name: `${m.service} RSS at the end within +10 % of minute ${m.baselineMinute} (lowest of ${Math.round(m.windowSeconds)} s windows)`,
+        value: `${pct(m.growthPercent)} (single samples ${pct(m.sampleGrowthPercent)})`,
+        met: m.growthPercent !== null && m.growthPercent <= 10,
+      })),
       { name: `listing p99 < 50 ms from minute ${baselineMinute}`, value: `${fmt(fromBaseline.listing?.p99)} ms (whole run ${fmt(overall.listing?.p99)} ms)`, met: (fromBaseline.listing?.p99 ?? Infinity) < 50 },
       { name: `page time to first byte p99 < 200 ms from minute ${baselineMinute}`, value: `${fmt(fromBaseline.page?.p99)} ms (whole run ${fmt(overall.page?.p99)} ms)`, met: (fromBaseline.page?.p99 ?? Infinity) < 200 },
       { name: "every copy equal to its source", value: `${opts.orgs - failedOrganizations.length} of ${opts.orgs}`, met: failedOrganizations.length === 0 && verdicts.length === opts.orgs },
@@ -319,7 +320,7 @@ export function formatSoakReport(r: SoakReport): string {
   lines.push("");
   for (const m of r.memory) {
     const mb = (b: number | null) => (b === null ? "-" : `${(b / 2 ** 20).toFixed(0)} MB`);
-    lines.push(`${m.service.padEnd(8)} RSS ${mb(m.baselineBytes)} at minute ${m.baselineMinute} → ${mb(m.endBytes)} at the end`);
+    lines.push(`${m.service.padEnd(8)} RSS ${mb(m.baselineBytes)} at minute ${m.baselineMinute} → ${mb(m.endBytes)} at the end; lowest ${mb(m.baselineFloorBytes)} around minute ${m.baselineMinute} → ${mb(m.endFloorBytes)} in the last ${Math.round(m.windowSeconds)} s`);
   }
   const pgEnd = r.samples[r.samples.length - 1]?.postgres ?? [];
   lines.push(`PostgreSQL at the end: ${pgEnd.map((g) => `${g.application} ${g.connections} conns ${(g.anonBytes / 2 ** 20).toFixed(0)} MB (max ${(g.maxAnonBytes / 2 ** 20).toFixed(1)})`).join("; ")}`);

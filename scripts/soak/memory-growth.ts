@@ -1,0 +1,67 @@
+/**
+ * The soak's leak rule (docs/soak.md, "Memory"): each service's RSS at the end against minute 5.
+ *
+ * A service's RSS is a saw-tooth: V8 lets the old generation grow to twice its live size before a
+ * full collection (`--heap-growing-percent=100`) and then gives the pages back, so two single
+ * samples ten seconds apart can differ by 40 %. What a leak raises is the floor the collections
+ * come back to. So the rule compares floors: the lowest RSS in a window around minute 5 against the
+ * lowest RSS in a window of the same length at the end. A window spans several collections at the
+ * soak's load (a full collection every one to three minutes); the single samples are reported too.
+ */
+export interface RssSample {
+  /** Seconds since the run started. */
+  t: number;
+  services: { service: string; rssBytes: number | null }[];
+}
+
+export interface RssGrowth {
+  service: string;
+  /** Minute of the baseline (5, or the middle of a shorter run). */
+  baselineMinute: number;
+  /** Length of each window, seconds. */
+  windowSeconds: number;
+  /** The lowest RSS in the window around the baseline, and in the last window of the run. */
+  baselineFloorBytes: number | null;
+  endFloorBytes: number | null;
+  /** The floors' growth, percent: what the target judges. */
+  growthPercent: number | null;
+  /** The single samples at the baseline and at the end, and their growth (reported, not judged). */
+  baselineBytes: number | null;
+  endBytes: number | null;
+  sampleGrowthPercent: number | null;
+}
+
+/** Windows of four minutes, or a third of the baseline's time on a short run. */
+export function rssWindowSeconds(baselineT: number): number {
+  return Math.min(240, (2 * baselineT) / 3);
+}
+
+export function rssGrowth(samples: RssSample[], services: readonly string[], baselineT: number): RssGrowth[] {
+  const window = rssWindowSeconds(baselineT);
+  const last = samples.length ? samples[samples.length - 1].t : 0;
+  const baselineSample = samples.find((s) => s.t >= baselineT) ?? samples[0];
+  const endSample = samples[samples.length - 1];
+  const rss = (s: RssSample | undefined, service: string) => s?.services.find((x) => x.service === service)?.rssBytes ?? null;
+  const floor = (service: string, from: number, to: number): number | null => {
+    const values = samples.filter((s) => s.t >= from && s.t <= to).map((s) => rss(s, service)).filter((v): v is number => v !== null);
+    return values.length ? Math.min(...values) : null;
+  };
+  const growth = (b: number | null, e: number | null) => (b && e !== null ? ((e - b) / b) * 100 : null);
+  return services.map((service) => {
+    const baselineFloorBytes = floor(service, baselineT - window / 2, baselineT + window / 2);
+    const endFloorBytes = floor(service, last - window, last);
+    const baselineBytes = rss(baselineSample, service);
+    const endBytes = rss(endSample, service);
+    return {
+      service,
+      baselineMinute: Math.round((baselineSample?.t ?? 0) / 6) / 10,
+      windowSeconds: window,
+      baselineFloorBytes,
+      endFloorBytes,
+      growthPercent: growth(baselineFloorBytes, endFloorBytes),
+      baselineBytes,
+      endBytes,
+      sampleGrowthPercent: growth(baselineBytes, endBytes),
+    };
+  });
+}
