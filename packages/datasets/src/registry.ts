@@ -287,11 +287,6 @@ export async function upsertRegistryRows(db: Queryable, organizationId: string, 
   if (refused) throw new RegistryKeyConflictError(refused.key);
 }
 
-/** One registry row (upsertRegistryRows with one row). */
-export function upsertRegistryRow(db: Queryable, organizationId: string, row: RegistryRowWrite): Promise<void> {
-  return upsertRegistryRows(db, organizationId, [row]);
-}
-
 /** Version of the row-shape definition below; bump it when the paging order behind a position changes. */
 export const ROW_SHAPE_VERSION = 1;
 
@@ -305,7 +300,7 @@ export const positionColumns = (kind: DatasetKind): string[] =>
  * the form id followed by the grid path (outermost grid first), which fixes a grid's nesting level and
  * its ancestors, and so what its `row_index` counts. A column added, removed, retyped or relabelled
  * leaves it alone, so held cursors survive a publish. A key never changes its (kind, source)
- * (upsertRegistryRow refuses it; a moved or renamed grid gets a new key and the old one retires), so
+ * (upsertRegistryRows refuses it; a moved or renamed grid gets a new key and the old one retires), so
  * a dataset key keeps one row shape for its whole life. Prefixed so it never equals a column fingerprint.
  */
 export function rowShape(dataset: Pick<RegistryEntry, "kind" | "sourceRef">): string {

@@ -1,5 +1,5 @@
 import type { PoolClient } from "pg";
-import { upsertRegistryRow, type ColumnSpec } from "@exportsvc/datasets";
+import { upsertRegistryRows, type ColumnSpec } from "@exportsvc/datasets";
 import type { RegistryRow } from "./build-types";
 import type { DatasetPlan } from "./derive";
 import { bumpDatasetChanges } from "./sql-helpers";
@@ -7,23 +7,25 @@ import { bumpDatasetChanges } from "./sql-helpers";
 const registryColumns = (plan: DatasetPlan): ColumnSpec[] =>
   plan.columns.map((c) => ({ key: c.key, dataType: c.dataType, label: c.label, source: { kind: "table", column: c.tableColumn } }));
 
-function writeRegistryRow(
-  client: PoolClient,
-  orgId: string,
-  plan: DatasetPlan,
-  fields: { generation: number; state: "ready" | "failed"; tableName: string | null; error: string | null },
-): Promise<void> {
+type RowFields = { generation: number; state: "ready" | "failed"; tableName: string | null; error: string | null };
+
+/** The form's registry rows, all in one statement (a form with grids has several). */
+function writeRegistryRows(client: PoolClient, orgId: string, plans: DatasetPlan[], fields: (plan: DatasetPlan) => RowFields): Promise<void> {
   // Never overwrites another dataset's row: keys are derived as free, so a conflict is a bug to surface.
-  return upsertRegistryRow(client, orgId, {
-    key: plan.key,
-    kind: plan.kind,
-    sourceRef: plan.sourceRef,
-    displayName: plan.displayName,
-    parentKey: plan.parentKey,
-    columns: registryColumns(plan),
-    nameAssignments: plan.nameAssignments,
-    ...fields,
-  });
+  return upsertRegistryRows(
+    client,
+    orgId,
+    plans.map((plan) => ({
+      key: plan.key,
+      kind: plan.kind,
+      sourceRef: plan.sourceRef,
+      displayName: plan.displayName,
+      parentKey: plan.parentKey,
+      columns: registryColumns(plan),
+      nameAssignments: plan.nameAssignments,
+      ...fields(plan),
+    })),
+  );
 }
 
 /** Points the registry at the new tables; rows of this form no longer derived (renames) retire. */
@@ -36,9 +38,7 @@ export async function swapRegistry(
   tables: Map<string, string>,
   generation: number,
 ): Promise<string[]> {
-  for (const plan of plans) {
-    await writeRegistryRow(client, orgId, plan, { generation, state: "ready", tableName: tables.get(plan.key)!, error: null });
-  }
+  await writeRegistryRows(client, orgId, plans, (plan) => ({ generation, state: "ready", tableName: tables.get(plan.key)!, error: null }));
   const live = new Set(plans.map((p) => p.key));
   const retired = previous.filter((p) => p.state !== "retired" && !live.has(p.key)).map((p) => p.key);
   if (retired.length > 0) {
@@ -77,6 +77,6 @@ export async function markFormFailed(
     );
     return live.map((p) => p.key);
   }
-  for (const plan of plans) await writeRegistryRow(client, orgId, plan, { generation, state: "failed", tableName: null, error: message });
+  await writeRegistryRows(client, orgId, plans, () => ({ generation, state: "failed", tableName: null, error: message }));
   return plans.map((p) => p.key);
 }

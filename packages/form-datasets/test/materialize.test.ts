@@ -266,6 +266,39 @@ describe("rebuild: tolerant conversions", () => {
 });
 
 describe("rebuild: grids", () => {
+  it("writes a form's registry rows (the form and each grid) in one statement", async () => {
+    const orgId = await createTestOrganization(pool);
+    const inner = field("grid", "inner", "Inner", { fields: [field("text", "x", "X")] });
+    const outer = field("grid", "outer", "Outer", { fields: [field("text", "y", "Y"), inner] });
+    const formId = await insertForm(pool, orgId, "Registry Writes", [outer]);
+    await discardQueuedRebuilds(orgId);
+    const statements: string[] = [];
+    const recordingPool = new Proxy(pool, {
+      get(target, prop) {
+        if (prop !== "connect") return Reflect.get(target, prop, target);
+        return async () => {
+          const client = await target.connect();
+          const query = client.query.bind(client) as (...a: unknown[]) => unknown;
+          (client as unknown as { query: unknown }).query = (text: string | { text: string }, ...rest: unknown[]) => {
+            statements.push(typeof text === "string" ? text : text.text);
+            return query(text, ...rest);
+          };
+          // Restore the pooled client's own query before it goes back to the pool.
+          const release = client.release.bind(client);
+          client.release = (err?: Error | boolean) => {
+            (client as unknown as { query: unknown }).query = query;
+            return release(err);
+          };
+          return client;
+        };
+      },
+    });
+    const result = await buildDataset(recordingPool, orgId, formId);
+    expect(result.datasets).toEqual(["registry_writes", "registry_writes__outer", "registry_writes__outer__inner"]);
+    expect(statements.filter((s) => /INSERT INTO dataset_registry/.test(s))).toHaveLength(1);
+    expect((await registryRows(pool, orgId)).filter((r) => r.state === "ready").map((r) => r.key).sort()).toEqual(result.datasets);
+  });
+
   it("three-deep grids: row_index across the submission in the order of enclosing rows, ancestor indexes", async () => {
     const orgId = await createTestOrganization(pool);
     const reading = field("number", "value", "Value");
