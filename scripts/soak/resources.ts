@@ -5,7 +5,8 @@ import type { ServiceName } from "../lib/stack";
 /**
  * Memory of the run's processes, read where the kernel and the services state it:
  * - a process's resident set and its private (anonymous) part from /proc/<pid>/status (Linux);
- * - a service's V8 heap in use from its own /metrics (prom-client's nodejs_heap_size_used_bytes);
+ * - a service's V8 heap (in use, reserved) and external memory from its own /metrics (prom-client's
+ *   nodejs_heap_size_used_bytes, nodejs_heap_size_total_bytes, nodejs_external_memory_bytes);
  * - PostgreSQL: connections by application_name, and each backend's private memory (RssAnon of its
  *   process: its caches, sort and hash memory, not the shared buffers it maps).
  */
@@ -25,14 +26,27 @@ export function procMemory(pid: number | undefined): ProcMemory | null {
   }
 }
 
-export async function heapUsedBytes(metricsPort: number): Promise<number | null> {
+/** A service's V8 heap as prom-client's default metrics state it (null where unreadable). */
+export interface V8Memory {
+  /** Live objects (nodejs_heap_size_used_bytes). */
+  heapUsedBytes: number | null;
+  /** Reserved for the heap (nodejs_heap_size_total_bytes): what a collection can give back. */
+  heapTotalBytes: number | null;
+  /** Outside the heap: Buffers and other backing stores (nodejs_external_memory_bytes). */
+  externalBytes: number | null;
+}
+
+export async function v8Memory(metricsPort: number): Promise<V8Memory> {
   try {
     const res = await fetch(`http://127.0.0.1:${metricsPort}/metrics`, { signal: AbortSignal.timeout(3000) });
     const text = await res.text();
-    const m = /^nodejs_heap_size_used_bytes(?:\{[^}]*\})? ([0-9.e+]+)$/m.exec(text);
-    return m ? Number(m[1]) : null;
+    const gauge = (name: string) => {
+      const m = new RegExp(`^${name}(?:\\{[^}]*\\})? ([0-9.e+]+)$`, "m").exec(text);
+      return m ? Number(m[1]) : null;
+    };
+    return { heapUsedBytes: gauge("nodejs_heap_size_used_bytes"), heapTotalBytes: gauge("nodejs_heap_size_total_bytes"), externalBytes: gauge("nodejs_external_memory_bytes") };
   } catch {
-    return null;
+    return { heapUsedBytes: null, heapTotalBytes: null, externalBytes: null };
   }
 }
 
@@ -64,8 +78,7 @@ export async function postgresBackends(pool: Pool): Promise<BackendGroup[]> {
   return [...groups.values()].sort((a, b) => a.application.localeCompare(b.application));
 }
 
-export interface ServiceMemory {
+export interface ServiceMemory extends V8Memory {
   service: ServiceName;
   rssBytes: number | null;
-  heapUsedBytes: number | null;
 }

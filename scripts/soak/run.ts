@@ -12,7 +12,7 @@ import { Gate, SoakConsumer, type ConsumerCounters } from "./consumer";
 import { HttpLatencyRecorder, serverErrors, summarize, type EndpointSummary, type Endpoint } from "./http-latency";
 import { plotSoak } from "./plot";
 import { rssGrowth, type RssGrowth } from "./memory-growth";
-import { heapUsedBytes, postgresBackends, procMemory, type BackendGroup, type ServiceMemory } from "./resources";
+import { v8Memory, postgresBackends, procMemory, type BackendGroup, type ServiceMemory } from "./resources";
 
 /**
  * `npm run soak`: many organizations living on one stack for a long time (docs/soak.md). M
@@ -169,7 +169,7 @@ export async function soak(opts: SoakOptions): Promise<SoakReport> {
         SERVICES.map(async (service) => ({
           service,
           rssBytes: procMemory(cluster.stack.processes[service].pid)?.rssBytes ?? null,
-          heapUsedBytes: await heapUsedBytes(cluster.metricsPorts[service]),
+          ...(await v8Memory(cluster.metricsPorts[service])),
         })),
       );
       const postgres = await postgresBackends(statsPool).catch(() => [] as BackendGroup[]);
