@@ -13,6 +13,13 @@
  * An entry is only ever valid for its version; a newer version replaces it. Least recently used
  * organizations are dropped first once the rendered pieces pass `maxBytes` (0: nothing rendered is
  * kept, only the settled verdicts).
+ *
+ * Pieces are kept from the second listing rendered at a version on (`rendered`). A consumer polling
+ * with If-None-Match needs only the verdict, so pieces kept at the first rendering were mostly
+ * replaced unread by the next version. Replaced pieces have lived long enough to reach V8's old
+ * generation, and their memory, outside the heap, returns only at a full collection, which external
+ * memory alone triggers some 64 MB later: under steady churn the catalog's RSS climbed by that much
+ * (docs/soak.md, "Later runs").
  */
 export interface SettledListing {
   version: string;
@@ -20,6 +27,8 @@ export interface SettledListing {
   /** The rendered entry pieces, when they fit the budget. */
   pieces?: readonly Buffer[];
   bytes: number;
+  /** A listing was rendered at this version and its pieces not kept (the next rendering keeps them). */
+  renderedOnce?: true;
 }
 
 /** Settled verdicts are tiny; this many organizations are remembered at most. */
@@ -71,6 +80,18 @@ export class ListingCache {
       if (this.entries.size <= MAX_ORGANIZATIONS) break;
       this.remove(org);
     }
+  }
+
+  /**
+   * A listing rendered at `version` with every token settled: its verdict is remembered, and its
+   * pieces too if a listing was already rendered at this version (see above).
+   */
+  rendered(organizationId: string, version: string, etag: string, pieces: readonly Buffer[]): void {
+    const previous = this.entries.get(organizationId);
+    if (previous?.version === version && previous.renderedOnce) return this.set(organizationId, version, etag, pieces);
+    this.set(organizationId, version, etag);
+    const entry = this.entries.get(organizationId);
+    if (entry?.version === version && !entry.pieces) entry.renderedOnce = true;
   }
 
   private remove(organizationId: string): void {

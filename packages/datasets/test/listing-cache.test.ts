@@ -40,4 +40,22 @@ describe("ListingCache", () => {
     none.set(ORG_A, "1", '"a"', bytes(1));
     expect(none.get(ORG_A, "1")).toEqual({ version: "1", etag: '"a"', bytes: 0 });
   });
+
+  it("keeps a rendered listing's pieces from the second rendering at a version on", () => {
+    const cache = new ListingCache(1024);
+    cache.rendered(ORG_A, "3", '"v3"', bytes(10));
+    expect(cache.get(ORG_A, "3")).toMatchObject({ etag: '"v3"', bytes: 0 });
+    expect(cache.get(ORG_A, "3")?.pieces).toBeUndefined();
+    cache.rendered(ORG_A, "3", '"v3"', bytes(10));
+    expect(cache.get(ORG_A, "3")?.pieces).toEqual(bytes(10));
+    // A new version starts over: its first rendering keeps only the verdict.
+    cache.rendered(ORG_A, "4", '"v4"', bytes(10));
+    expect(cache.get(ORG_A, "4")?.pieces).toBeUndefined();
+    // A verdict from the cheap 304 before the first rendering does not count as one.
+    cache.set(ORG_B, "1", '"b1"');
+    cache.rendered(ORG_B, "1", '"b1"', bytes(10));
+    expect(cache.get(ORG_B, "1")?.pieces).toBeUndefined();
+    cache.rendered(ORG_B, "1", '"b1"', bytes(10));
+    expect(cache.get(ORG_B, "1")?.pieces).toEqual(bytes(10));
+  });
 });

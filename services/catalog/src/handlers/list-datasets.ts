@@ -107,7 +107,7 @@ export async function listDatasets(deps: ListDatasetsDeps, organizationId: strin
   const listing = buildListing(entries, horizon, version === null ? undefined : versionEtag(organizationId, version));
   const pieces = renderPieces(listing.datasets);
   if (listing.allSettled && version !== null) {
-    deps.cache?.set(organizationId, version, listing.etag, pieces);
+    deps.cache?.rendered(organizationId, version, listing.etag, pieces);
     return { etag: listing.etag, pieces, settledVersion: version };
   }
   return { etag: listing.etag, pieces };
