@@ -24,6 +24,7 @@
  *   BENCH_RUNS               runs per measurement, best ratio reported (default 1)
  *   BENCH_SYNC_PARTS         comma-separated parts to run: backfill, incremental, memory (default: all)
  *   BENCH_SYNC_TARGETS       comma-separated targets to measure: postgres, sqlite, duckdb (default: all; RATIO lines only for all)
+ *   BENCH_SYNC_KINDS         comma-separated dataset kinds to backfill: resources, submission, grid, nestedGrid (default: all; RATIO lines only for all)
  *   BENCH_KEEP=1             keep the source database (exportsvc_bench_sync)
  *
  * measureSyncBackfillRatios() runs (a) alone for npm run bench:storage.
@@ -143,6 +144,7 @@ function line(m: Measurement, referenceRowsPerSecond?: number) {
 const KINDS = ["resources", "submission", "grid", "nestedGrid"] as const;
 type DatasetKind = (typeof KINDS)[number];
 const KIND_LABELS: Record<DatasetKind, string> = { resources: "resources", submission: "submission", grid: "grid", nestedGrid: "nested grid" };
+const SELECTED_KINDS = process.env.BENCH_SYNC_KINDS ? KINDS.filter((k) => process.env.BENCH_SYNC_KINDS!.split(",").includes(k)) : KINDS;
 
 /** Per target, its backfill over a plain export of the same dataset, per dataset kind. */
 export type SyncBackfillRatios = Record<TargetKind, Record<DatasetKind, number>>;
@@ -204,15 +206,15 @@ async function backfillRatios(baseUrl: string, apiKey: string, dataset: string, 
   return best;
 }
 
-/** Every dataset kind backfilled into each of `targets`, `runs` interleaved rounds per kind (best ratio kept); logs one line per target. */
-async function allKindRatios(baseUrl: string, apiKey: string, datasets: Record<DatasetKind, string>, runs: number, targets = ALL_TARGETS): Promise<SyncBackfillRatios> {
-  const ratios = Object.fromEntries(ALL_TARGETS.map(({ kind }) => [kind, {}])) as SyncBackfillRatios;
-  for (const kind of KINDS) {
+/** Every dataset kind of `kinds` backfilled into each of `targets`, `runs` interleaved rounds per kind (best ratio kept); logs one line per target. */
+async function allKindRatios(baseUrl: string, apiKey: string, datasets: Record<DatasetKind, string>, runs: number, targets = ALL_TARGETS, kinds: readonly DatasetKind[] = KINDS): Promise<SyncBackfillRatios> {
+  const ratios = Object.fromEntries(ALL_TARGETS.map(({ kind }) => [kind, Object.fromEntries(KINDS.map((k) => [k, 0]))])) as SyncBackfillRatios;
+  for (const kind of kinds) {
     const measured = await backfillRatios(baseUrl, apiKey, datasets[kind], runs, targets);
     for (const { kind: target } of ALL_TARGETS) ratios[target][kind] = measured[target];
   }
   for (const { kind: target, label } of targets) {
-    log(`backfill into ${label} over the plain export: ${KINDS.map((k) => `${KIND_LABELS[k]} ${ratios[target][k].toFixed(2)}x`).join(", ")}`);
+    log(`backfill into ${label} over the plain export: ${kinds.map((k) => `${KIND_LABELS[k]} ${ratios[target][k].toFixed(2)}x`).join(", ")}`);
   }
   return ratios;
 }
@@ -246,7 +248,7 @@ async function main() {
   await withSource({ suppliers, submissions }, async ({ pool, organizationId, baseUrl, apiKey, datasets }) => {
     if (parts.has("backfill")) {
       log(`\nbackfill, pages of 5000, interleaved with plain exports, best of ${runs} (load average ${loadAverage()}):`);
-      ratios = await allKindRatios(baseUrl, apiKey, datasets, runs, TARGETS);
+      ratios = await allKindRatios(baseUrl, apiKey, datasets, runs, TARGETS, SELECTED_KINDS);
       log(`targets: PostgreSQL and DuckDB >= 0.70x, SQLite >= 0.50x (load average ${loadAverage()})`);
     }
 
@@ -308,7 +310,7 @@ async function main() {
       }
     }
   });
-  if (ratios && TARGETS.length === ALL_TARGETS.length) for (const l of ratioLines(ratios)) log(l);
+  if (ratios && TARGETS.length === ALL_TARGETS.length && SELECTED_KINDS.length === KINDS.length) for (const l of ratioLines(ratios)) log(l);
 }
 
 const loadAverage = () => readFileSync("/proc/loadavg", "utf8").split(" ").slice(0, 3).join(" ");
