@@ -15,8 +15,10 @@
  *     form's pending backlog), each in BENCH_RUNS rounds of its table's raw keyset `COPY` loop, the
  *     page query, the gRPC stream and the full HTTP export (measureScenario of form-pages.ts).
  *   Part 3, the sync client (scripts/bench/sync.ts, measureSyncBackfillRatios): a backfill of
- *     BENCH_ROWS suppliers and of a grid dataset of BENCH_ROWS rows into PostgreSQL, SQLite and
- *     DuckDB, each over a plain HTTP export of the same dataset interleaved with it.
+ *     BENCH_ROWS suppliers, of a form's submission dataset (BENCH_ROWS / 5 rows), its grid and its
+ *     nested grid (BENCH_ROWS rows each) into PostgreSQL, SQLite and DuckDB, each over a plain HTTP
+ *     export of the same dataset interleaved with it (the submission and nested-grid figures are
+ *     plain lines: the RATIO names are the issue's).
  *
  * Ends with one line per ratio, `RATIO <name> <value>` (rows/s over rows/s of the same run).
  *

@@ -2,12 +2,14 @@
  * `npm run bench:sync`: what the reference consumer (packages/sync-client) costs next to a plain
  * full HTTP export of the same data, in the same run.
  *
- *   (a) initial backfill of 200 000 resources_suppliers rows and of a 500 000-row grid dataset
- *       (100 000 submissions with 5 rows each) into PostgreSQL, SQLite and DuckDB: rows/s and the
+ *   (a) initial backfill of 200 000 resources_suppliers rows, of a 500 000-row grid dataset
+ *       (100 000 submissions with 5 rows each), of the 100 000-row submission dataset and of a
+ *       500 000-row nested grid (one row under each grid row) into PostgreSQL, SQLite and DuckDB: rows/s and the
  *       ratio to a plain full export of the same dataset through the HTTP API (bytes counted,
  *       discarded), measured interleaved (plain, target, plain, target, …: each target's reference is
  *       the mean of the plain exports either side of it). The output ends with one
- *       `RATIO sync_<target>_vs_http_<resources|grid> <value>` line per ratio;
+ *       `RATIO sync_<target>_vs_http_<resources|grid> <value>` line per ratio (the submission and
+ *       nested-grid ratios are plain lines before them: the issue names the RATIO lines);
  *   (b) an incremental sync of the unchanged organization: requests made (target: one listing, no CSV);
  *   (c) memory: RSS of this process sampled while syncing pages of 5000 rows whose reference field
  *       holds 300 KB (resources_customers.description), peak growth against the page size.
@@ -16,12 +18,13 @@
  *   DATABASE_URL             server for the bench databases (default postgres://postgres@127.0.0.1:5432/postgres)
  *   BENCH_QUICK=1            100 000 rows per dataset (BENCH_SUPPLIERS=100000, BENCH_FORM_SUBMISSIONS=20000)
  *   BENCH_SUPPLIERS          supplier rows (default 200000)
- *   BENCH_FORM_SUBMISSIONS   submissions, 5 grid rows each (default 100000)
+ *   BENCH_FORM_SUBMISSIONS   submissions, 5 grid rows and 5 nested grid rows each (default 100000)
  *   BENCH_WIDE_ROWS          rows with a wide field for (c) (default 5001: one full page of 5000 and one more)
  *   BENCH_WIDE_BYTES         size of the wide field (default 300000)
  *   BENCH_RUNS               runs per measurement, best ratio reported (default 1)
  *   BENCH_SYNC_PARTS         comma-separated parts to run: backfill, incremental, memory (default: all)
  *   BENCH_SYNC_TARGETS       comma-separated targets to measure: postgres, sqlite, duckdb (default: all; RATIO lines only for all)
+ *   BENCH_SYNC_KINDS         comma-separated dataset kinds to backfill: resources, submission, grid, nestedGrid (default: all; RATIO lines only for all)
  *   BENCH_KEEP=1             keep the source database (exportsvc_bench_sync)
  *
  * measureSyncBackfillRatios() runs (a) alone for npm run bench:storage.
@@ -45,7 +48,10 @@ import { runAsScript } from "../lib/run-script";
 /** A fresh database on DATABASE_URL's server; drop() always drops it (the source database is kept with BENCH_KEEP=1 below). */
 const database = (name: string) => provisionDatabase(name, { keep: false });
 
-/** A form with a grid: `submissions` submissions of 5 grid rows, built as the schema service builds it. */
+/**
+ * A form with a grid holding a nested grid: `submissions` submissions of 5 grid rows, each grid row
+ * with one nested row, built as the schema service builds it.
+ */
 async function generateForm(pool: ReturnType<typeof createPool>, orgId: string, submissions: number, cursorKeys: string) {
   const siteId = randomUUID();
   const formId = randomUUID();
@@ -53,18 +59,22 @@ async function generateForm(pool: ReturnType<typeof createPool>, orgId: string, 
   const item = f("text", "item");
   const qty = f("number", "qty");
   const ok = f("yesNo", "ok");
-  const grid = f("grid", "items", { fields: [item, qty, ok] });
+  const note = f("text", "note");
+  const passed = f("yesNo", "passed");
+  const checks = f("grid", "checks", { fields: [note, passed] });
+  const grid = f("grid", "items", { fields: [item, qty, ok, checks] });
   const fields = [f("text", "operator"), f("number", "temperature"), grid];
   await pool.query("INSERT INTO sites (organization_id, id, name, time_zone, path) VALUES ($1, $2, 'Plant', 'Europe/Berlin', $3)", [orgId, siteId, siteId]);
   await pool.query("INSERT INTO forms (organization_id, id, name, record_prefix) VALUES ($1, $2, 'Bench Form', 'B')", [orgId, formId]);
   await pool.query("INSERT INTO form_versions (organization_id, form_id, version, fields, published_at) VALUES ($1, $2, 1, $3, now())", [orgId, formId, JSON.stringify(fields)]);
-  const rows = Array.from({ length: 5 }, (_, r) => `jsonb_build_object($6::text, 'item ${r + 1} of ' || i, $7::text, i % 97 + ${r}, $8::text, (i + ${r}) % 2 = 0)`).join(", ");
+  const nested = (r: number) => `jsonb_build_array(jsonb_build_object($12::text, 'check of item ${r + 1} of ' || i, $13::text, (i + ${r}) % 3 = 0))`;
+  const rows = Array.from({ length: 5 }, (_, r) => `jsonb_build_object($6::text, 'item ${r + 1} of ' || i, $7::text, i % 97 + ${r}, $8::text, (i + ${r}) % 2 = 0, $11::text, ${nested(r)})`).join(", ");
   await pool.query(
     `INSERT INTO submissions (organization_id, id, form_id, record_id, site_id, status, started_at, completed_at, "values", last_modified)
      SELECT $1, gen_random_uuid(), $2, 'B-' || i, $3, 'Completed', ts - interval '1 hour', ts,
             jsonb_build_object($4::text, 'operator ' || i, $5::text, (i % 1000) / 10.0, $9::text, jsonb_build_array(${rows})), ts
        FROM generate_series(1, $10::int) AS i, LATERAL (SELECT timestamptz '2024-01-01' + i * interval '1 second' AS ts) x`,
-    [orgId, formId, siteId, fields[0].id, fields[1].id, item.id, qty.id, ok.id, grid.id, submissions],
+    [orgId, formId, siteId, fields[0].id, fields[1].id, item.id, qty.id, ok.id, grid.id, submissions, checks.id, note.id, passed.id],
   );
   await pool.query("DELETE FROM form_dataset_changes");
   // As the schema service builds it: the rows store their signed cursors (docs/cursor.md).
@@ -130,14 +140,20 @@ function line(m: Measurement, referenceRowsPerSecond?: number) {
   return `${m.name.padEnd(46)} ${String(m.rows).padStart(8)} rows ${m.seconds.toFixed(2).padStart(7)} s ${Math.round(rps).toLocaleString("en").padStart(9)} rows/s ${(m.bytes / 1e6 / m.seconds).toFixed(1).padStart(6)} MB/s${ratio}`;
 }
 
-export interface SyncBackfillRatios {
-  postgres: { resources: number; grid: number };
-  sqlite: { resources: number; grid: number };
-  duckdb: { resources: number; grid: number };
-}
+/** Each dataset kind the bench backfills: resources_suppliers, and the form's submission dataset, grid and nested grid. */
+const KINDS = ["resources", "submission", "grid", "nestedGrid"] as const;
+type DatasetKind = (typeof KINDS)[number];
+const KIND_LABELS: Record<DatasetKind, string> = { resources: "resources", submission: "submission", grid: "grid", nestedGrid: "nested grid" };
+const SELECTED_KINDS = process.env.BENCH_SYNC_KINDS ? KINDS.filter((k) => process.env.BENCH_SYNC_KINDS!.split(",").includes(k)) : KINDS;
 
-/** The bench's source: suppliers and a grid form, built, behind a running stack. */
-async function withSource<T>(options: { suppliers: number; submissions: number }, work: (source: { pool: ReturnType<typeof createPool>; organizationId: string; baseUrl: string; apiKey: string; grid: string }) => Promise<T>): Promise<T> {
+/** Per target, its backfill over a plain export of the same dataset, per dataset kind. */
+export type SyncBackfillRatios = Record<TargetKind, Record<DatasetKind, number>>;
+
+/** The bench's source: suppliers and a form with a nested grid, built, behind a running stack. */
+async function withSource<T>(
+  options: { suppliers: number; submissions: number },
+  work: (source: { pool: ReturnType<typeof createPool>; organizationId: string; baseUrl: string; apiKey: string; datasets: Record<DatasetKind, string> }) => Promise<T>,
+): Promise<T> {
   const source = await database("exportsvc_bench_sync");
   const pool = createPool({ connectionString: source.url, max: 4 });
   const organizationId = "0b0b0b0b-0000-4000-8000-00000000be01";
@@ -147,13 +163,15 @@ async function withSource<T>(options: { suppliers: number; submissions: number }
     const t = Date.now();
     const cursorKeys = newBenchCursorKeys();
     await generateForm(pool, organizationId, options.submissions, cursorKeys);
-    log(`generated ${options.submissions} submissions (${options.submissions * 5} grid rows) and built their datasets in ${Date.now() - t} ms`);
+    log(`generated ${options.submissions} submissions (${options.submissions * 5} grid rows, as many nested ones) and built their datasets in ${Date.now() - t} ms`);
     const { stack, apiKey } = await startBenchStack(pool, source.url, organizationId, cursorKeys);
     try {
       const listing = await new ExportApiClient({ baseUrl: stack.baseUrl, apiKey }).listing();
       if (listing.notModified) throw new Error("unexpected 304");
-      const grid = listing.datasets.find((d) => d.parentDataset)!.key;
-      return await work({ pool, organizationId, baseUrl: stack.baseUrl, apiKey, grid });
+      const grid = listing.datasets.find((d) => d.parentDataset && !listing.datasets.find((p) => p.key === d.parentDataset)?.parentDataset)!;
+      const nestedGrid = listing.datasets.find((d) => d.parentDataset === grid.key)!;
+      const datasets = { resources: "resources_suppliers", submission: grid.parentDataset!, grid: grid.key, nestedGrid: nestedGrid.key };
+      return await work({ pool, organizationId, baseUrl: stack.baseUrl, apiKey, datasets });
     } finally {
       await stack.stop();
     }
@@ -188,22 +206,27 @@ async function backfillRatios(baseUrl: string, apiKey: string, dataset: string, 
   return best;
 }
 
+/** Every dataset kind of `kinds` backfilled into each of `targets`, `runs` interleaved rounds per kind (best ratio kept); logs one line per target. */
+async function allKindRatios(baseUrl: string, apiKey: string, datasets: Record<DatasetKind, string>, runs: number, targets = ALL_TARGETS, kinds: readonly DatasetKind[] = KINDS): Promise<SyncBackfillRatios> {
+  const ratios = Object.fromEntries(ALL_TARGETS.map(({ kind }) => [kind, Object.fromEntries(KINDS.map((k) => [k, 0]))])) as SyncBackfillRatios;
+  for (const kind of kinds) {
+    const measured = await backfillRatios(baseUrl, apiKey, datasets[kind], runs, targets);
+    for (const { kind: target } of ALL_TARGETS) ratios[target][kind] = measured[target];
+  }
+  for (const { kind: target, label } of targets) {
+    log(`backfill into ${label} over the plain export: ${kinds.map((k) => `${KIND_LABELS[k]} ${ratios[target][k].toFixed(2)}x`).join(", ")}`);
+  }
+  return ratios;
+}
+
 /**
- * bench:storage's part of this bench: the six backfill ratios on a source of its own (`suppliers`
- * supplier rows; `submissions` submissions of 5 grid rows each, so 20 000 for a 100 000-row grid),
- * one interleaved round per dataset. Uses the databases exportsvc_bench_sync and
- * exportsvc_bench_sync_copy: not beside a running bench:sync.
+ * bench:storage's part of this bench: the backfill ratios of every dataset kind on a source of its
+ * own (`suppliers` supplier rows; `submissions` submissions of 5 grid rows and 5 nested grid rows
+ * each, so 20 000 for 100 000-row grids), one interleaved round per dataset. Uses the databases
+ * exportsvc_bench_sync and exportsvc_bench_sync_copy: not beside a running bench:sync.
  */
 export async function measureSyncBackfillRatios(options: { suppliers: number; submissions: number }): Promise<SyncBackfillRatios> {
-  return withSource(options, async ({ baseUrl, apiKey, grid }) => {
-    const resources = await backfillRatios(baseUrl, apiKey, "resources_suppliers", 1);
-    const grids = await backfillRatios(baseUrl, apiKey, grid, 1);
-    return {
-      postgres: { resources: resources.postgres, grid: grids.postgres },
-      sqlite: { resources: resources.sqlite, grid: grids.sqlite },
-      duckdb: { resources: resources.duckdb, grid: grids.duckdb },
-    };
-  });
+  return withSource(options, ({ baseUrl, apiKey, datasets }) => allKindRatios(baseUrl, apiKey, datasets, 1));
 }
 
 export function ratioLines(r: SyncBackfillRatios): string[] {
@@ -222,16 +245,10 @@ async function main() {
   const runs = num("BENCH_RUNS", 1);
   const parts = new Set((process.env.BENCH_SYNC_PARTS || "backfill,incremental,memory").split(",").map((p) => p.trim()));
   let ratios: SyncBackfillRatios | undefined;
-  await withSource({ suppliers, submissions }, async ({ pool, organizationId, baseUrl, apiKey, grid }) => {
+  await withSource({ suppliers, submissions }, async ({ pool, organizationId, baseUrl, apiKey, datasets }) => {
     if (parts.has("backfill")) {
       log(`\nbackfill, pages of 5000, interleaved with plain exports, best of ${runs} (load average ${loadAverage()}):`);
-      const resources = await backfillRatios(baseUrl, apiKey, "resources_suppliers", runs, TARGETS);
-      const grids = await backfillRatios(baseUrl, apiKey, grid, runs, TARGETS);
-      ratios = {
-        postgres: { resources: resources.postgres, grid: grids.postgres },
-        sqlite: { resources: resources.sqlite, grid: grids.sqlite },
-        duckdb: { resources: resources.duckdb, grid: grids.duckdb },
-      };
+      ratios = await allKindRatios(baseUrl, apiKey, datasets, runs, TARGETS, SELECTED_KINDS);
       log(`targets: PostgreSQL and DuckDB >= 0.70x, SQLite >= 0.50x (load average ${loadAverage()})`);
     }
 
@@ -293,7 +310,7 @@ async function main() {
       }
     }
   });
-  if (ratios && TARGETS.length === ALL_TARGETS.length) for (const l of ratioLines(ratios)) log(l);
+  if (ratios && TARGETS.length === ALL_TARGETS.length && SELECTED_KINDS.length === KINDS.length) for (const l of ratioLines(ratios)) log(l);
 }
 
 const loadAverage = () => readFileSync("/proc/loadavg", "utf8").split(" ").slice(0, 3).join(" ");

@@ -5,7 +5,7 @@
  */
 import { waitFor } from "../../support/forms";
 import { ExportApiClient, verify, type VerifyResult } from "../../../packages/sync-client/src";
-import { copyRows, execOnCopy, syncOnce, withTarget, TARGET_KINDS } from "./harness";
+import { copyRows, execOnCopy, hasUniqueKey, syncOnce, withTarget, TARGET_KINDS, type TargetDb } from "./harness";
 import { expectCopyEqualsSource, hygieneOrg, syncClientStack } from "./shared";
 
 describe("sync client: core loader rules", () => {
@@ -181,8 +181,10 @@ describe("sync client: core loader rules", () => {
       });
       expect(first.summary.failed).toEqual([]);
       expect(edited).toBe(true);
-      // The page holding the new version met stored keys: an appending target read it once more, upserted.
-      expect(repeated(first.cursors)).toBe(first.appends ? 1 : 0);
+      // No page is read twice: an appending target deferred the table's key, stored the new version
+      // beside the old rows and resolved them when it built the key at the end of the read.
+      expect(repeated(first.cursors)).toBe(0);
+      if (kind !== "duckdb") expect(await hasUniqueKey(db, grid)).toBe(true);
       expect(await items()).toEqual(
         [
           [id("sub:1"), "1", "floor"],
@@ -200,6 +202,64 @@ describe("sync client: core loader rules", () => {
       expect(full.summary.failed).toEqual([]);
       expect(repeated(full.cursors)).toBe(0);
       expect(await items()).toEqual([[id("sub:1"), "1", "door"]]);
+    },
+    120_000,
+  );
+
+  const stateCursorSet = (db: TargetDb, dataset: string, cursor: string) =>
+    db.kind === "postgres"
+      ? `UPDATE dataset_sync.datasets SET state = jsonb_set(state, '{cursor}', '"${cursor}"') WHERE dataset_key = '${dataset}'`
+      : `UPDATE "dataset_sync$datasets" SET state = json_set(state, '$.cursor', '${cursor}') WHERE dataset_key = '${dataset}'`;
+
+  it.each(["postgres", "sqlite"] as const)(
+    "%s: a first backfill defers the table's key; stopped between pages it resumes appending (a row edited meanwhile stored once, newest), or restarted as a full read it builds the key before its first upsert",
+    async (kind) => {
+      const { id, org } = await hygieneOrg(stack.e2e);
+      await org.apply({ suppliers: Array.from({ length: 30 }, (_, i) => ({ id: id(`more:${i}`), name: `Supplier ${i}` })) });
+      await waitFor("the suppliers exported", async () => (await org.page("resources_suppliers", { limit: 100 })).rows.length === 32);
+      const suppliers = "resources_suppliers";
+      const stopAfter = (pages: number) => {
+        const stop = new AbortController();
+        let opened = 0;
+        return { signal: stop.signal, beforePage: async () => void (++opened > pages && stop.abort()) };
+      };
+      const names = async (db: TargetDb) => (await copyRows(db, suppliers, ["id", "name"])).map((r) => [r.id, r.name]).sort();
+      const notSynced = (await org.listing()).map((d) => d.key).filter((key) => key !== suppliers);
+
+      // Stopped after two pages: the pages are in the table, which has no key yet.
+      const resumed = await stack.target(kind);
+      const stopped = await syncOnce(stack.e2e.baseUrl, org.secret, resumed.url, { limit: 5, only: [suppliers], ...stopAfter(2) });
+      expect(stopped.summary.stopped).toBe(true);
+      const committed = (await copyRows(resumed, suppliers, ["id"])).length;
+      expect(committed).toBeGreaterThanOrEqual(10);
+      expect(committed).toBeLessThan(32);
+      expect(await hasUniqueKey(resumed, suppliers)).toBe(false);
+      expect((await withTarget(resumed.url, (t) => t.loadState())).datasets.get(suppliers)).toMatchObject({ inProgress: true, appending: true });
+      // A supplier of the first page renamed: it is served again on a later page of the resumed read.
+      await org.apply({ suppliers: [{ id: id("sup:1"), name: "Acme Renamed" }] });
+      await waitFor("the rename exported", async () => (await org.page(suppliers, { limit: 100 })).rows.some((r) => r.name === "Acme Renamed"));
+      const resume = await syncOnce(stack.e2e.baseUrl, org.secret, resumed.url, { limit: 5, only: [suppliers] });
+      expect(resume.summary.failed).toEqual([]);
+      expect(resume.cursors.length - new Set(resume.cursors).size).toBe(0);
+      expect(await hasUniqueKey(resumed, suppliers)).toBe(true);
+      const copied = await names(resumed);
+      expect(copied.length).toBe(32);
+      expect(copied.filter(([key]) => key === id("sup:1"))).toEqual([[id("sup:1"), "Acme Renamed"]]);
+      await expectCopyEqualsSource(org, resumed, notSynced);
+
+      // Stopped again on a fresh copy, then its stored cursor refused (400 INVALID_CURSOR): the read
+      // restarts from the beginning upserting into the rows already stored, so the key comes first.
+      const restarted = await stack.target(kind);
+      expect((await syncOnce(stack.e2e.baseUrl, org.secret, restarted.url, { limit: 5, only: [suppliers], ...stopAfter(2) })).summary.stopped).toBe(true);
+      expect(await hasUniqueKey(restarted, suppliers)).toBe(false);
+      await execOnCopy(restarted, stateCursorSet(restarted, suppliers, "not-a-cursor"));
+      const events: string[] = [];
+      const full = await syncOnce(stack.e2e.baseUrl, org.secret, restarted.url, { limit: 5, only: [suppliers], onEvent: (e) => e.event === "full-read" && events.push(e.reason) });
+      expect(full.summary.failed).toEqual([]);
+      expect(events).toEqual(["INVALID_CURSOR on the stored cursor"]);
+      expect(await hasUniqueKey(restarted, suppliers)).toBe(true);
+      expect(await names(restarted)).toEqual(copied);
+      await expectCopyEqualsSource(org, restarted, notSynced);
     },
     120_000,
   );

@@ -148,6 +148,26 @@ export async function copyRows(db: TargetDb, table: string, columns: string[]): 
   }
 }
 
+/** Whether the copy's table has a unique key (PostgreSQL: its primary key; SQLite: a unique index); DuckDB tables have none. */
+export async function hasUniqueKey(db: TargetDb, table: string): Promise<boolean> {
+  if (db.kind === "postgres") {
+    const c = new Client({ connectionString: db.url });
+    await c.connect();
+    try {
+      return (await c.query("SELECT 1 FROM pg_constraint WHERE conrelid = to_regclass($1) AND contype = 'p'", [`"${table}"`])).rowCount === 1;
+    } finally {
+      await c.end();
+    }
+  }
+  if (db.kind === "duckdb") throw new Error("DuckDB copies declare no key");
+  const d = new Database(db.url.replace(/^sqlite:/, ""), { readonly: true });
+  try {
+    return d.prepare(`SELECT 1 FROM pragma_index_list(?) WHERE "unique" = 1`).get(table) !== undefined;
+  } finally {
+    d.close();
+  }
+}
+
 /** Runs statements on the copy (a test tampering with it, as a person or a bug might). */
 export async function execOnCopy(db: TargetDb, sql: string): Promise<void> {
   if (db.kind === "postgres") {

@@ -2,7 +2,8 @@
  * PostgreSQL target. A page is one transaction: its rows are streamed with COPY into a temporary
  * staging table (dropped at commit), upserted into the dataset's table with typed casts, the grid
  * ids it touched are recorded, and the state row is written, then COMMIT. A page appended (a read
- * into a table that was empty when it began) is COPYed straight into the dataset's table instead. The state lives in the
+ * into a table that was empty when it began) is COPYed straight into the dataset's table instead,
+ * its primary key built only when the append ends (ensureKey). The state lives in the
  * schema `dataset_sync`; copies live in the URL's schema (search_path, `public` by default).
  */
 import { Readable } from "node:stream";
@@ -103,11 +104,19 @@ export class PostgresTarget implements Target {
     });
   }
 
+  /**
+   * An empty table loses its primary key until the append ends (ensureKey builds it): 500 000 grid
+   * rows COPYed into the keyed table cost PostgreSQL 2.9 s of CPU, into the bare table 1.4 s and
+   * 0.3 s more to build the key once, by a sort (docs/benchmarks-history.md).
+   */
   async startAppend(plan: TablePlan, datasetKey: string): Promise<boolean> {
     return this.transaction(async (client) => {
       const { rows } = await client.query(`SELECT NOT EXISTS (SELECT FROM ${q(plan.table)}) AS empty`);
-      if (rows[0].empty) await client.query(`DELETE FROM ${STATE}.touched WHERE dataset_key = $1`, [datasetKey]);
-      return rows[0].empty as boolean;
+      if (!rows[0].empty) return false;
+      await client.query(`DELETE FROM ${STATE}.touched WHERE dataset_key = $1`, [datasetKey]);
+      const key = await primaryKeyName(client, plan.table);
+      if (key) await client.query(`ALTER TABLE ${q(plan.table)} DROP CONSTRAINT ${q(key)}`);
+      return true;
     });
   }
 
@@ -116,7 +125,10 @@ export class PostgresTarget implements Target {
     await this.transaction(async (client) => {
       rows = await stageRows(client, write.header.length, write.rows);
       const state = write.stateAfter();
-      if (rows > 0) await upsertFromStage(client, write.plan, write.header, write.generation, state.key);
+      if (rows > 0) {
+        await ensureKey(client, write.plan);
+        await upsertFromStage(client, write.plan, write.header, write.generation, state.key);
+      }
       await saveStateWith(client, state);
     });
     return { rows };
@@ -143,7 +155,10 @@ export class PostgresTarget implements Target {
       const last = await client.query(`SELECT count(*) OVER () AS n, c${write.cursorColumn} AS cursor FROM ${q(STAGE)} ORDER BY ord DESC LIMIT 1`);
       rows = Number(last.rows[0]?.n ?? 0);
       const state = write.stateAfter({ rows, lastCursor: last.rows[0]?.cursor ?? null });
-      if (rows > 0) await upsertFromStage(client, write.plan, write.header, write.generation, state.key);
+      if (rows > 0) {
+        await ensureKey(client, write.plan);
+        await upsertFromStage(client, write.plan, write.header, write.generation, state.key);
+      }
       await saveStateWith(client, state);
     });
     return { rows };
@@ -180,6 +195,7 @@ export class PostgresTarget implements Target {
 
   async finishDataset(finish: FinishDataset): Promise<FinishResult> {
     return this.transaction(async (client) => {
+      await ensureKey(client, finish.plan);
       let trimmed = 0;
       let swept = 0;
       const table = q(finish.plan.table);
@@ -205,6 +221,7 @@ export class PostgresTarget implements Target {
     return this.transaction(async (client) => {
       let deleted = 0;
       if (write.tombstones.length) {
+        await ensureKey(client, write.plan);
         // A table without last_modified (never the case for the API's datasets) has nothing to compare: the tombstone wins.
         const older = "last_modified" in write.plan.columns ? "(d.last_modified IS NULL OR d.last_modified::timestamptz < x.deleted_at)" : "true";
         deleted =
@@ -358,6 +375,44 @@ function appendable(write: RawPageWrite): boolean {
   const { header, cursorColumn, plan } = write;
   return cursorColumn === header.length - 1 && header.slice(0, cursorColumn).every((key) => key in plan.columns && key !== GENERATION_COLUMN);
 }
+/** The table's primary-key constraint, null while a first backfill defers it (startAppend). */
+async function primaryKeyName(client: PoolClient, table: string): Promise<string | null> {
+  const { rows } = await client.query("SELECT conname FROM pg_constraint WHERE conrelid = to_regclass($1) AND contype = 'p'", [q(table)]);
+  return rows[0]?.conname ?? null;
+}
+
+/**
+ * Builds the primary key a first backfill deferred, before anything is upserted into the table and
+ * when the read ends (finishDataset), in the caller's transaction. Without the key an append cannot
+ * refuse a stored key: a row edited during the read and served again on a later page is stored
+ * twice. Such rows (the build fails on them) are resolved as upserts would have: of each key, the
+ * row written by the latest page stays (the youngest `xmin`: each page is a transaction of its
+ * own); of a grid, an id's rows older than its newest version go too (its rows replaced as a set).
+ */
+async function ensureKey(client: PoolClient, plan: TablePlan): Promise<void> {
+  if (await primaryKeyName(client, plan.table)) return;
+  const table = q(plan.table);
+  const keys = plan.keyColumns.map(q).join(", ");
+  const addKey = `ALTER TABLE ${table} ADD PRIMARY KEY (${keys})`;
+  await client.query(`SAVEPOINT ${q(KEY_SAVEPOINT)}`);
+  try {
+    await client.query(addKey);
+    await client.query(`RELEASE SAVEPOINT ${q(KEY_SAVEPOINT)}`);
+    return;
+  } catch (err) {
+    if ((err as { code?: string }).code !== UNIQUE_VIOLATION) throw err;
+    await client.query(`ROLLBACK TO SAVEPOINT ${q(KEY_SAVEPOINT)}`);
+  }
+  const replaced = plan.keyColumns.includes("row_index") && "last_modified" in plan.columns ? `last_modified < max(last_modified) OVER (PARTITION BY id)` : "false";
+  await client.query(
+    `DELETE FROM ${table} d
+      USING (SELECT ctid AS at, row_number() OVER (PARTITION BY ${keys} ORDER BY age(xmin), ctid DESC) AS nth, ${replaced} AS replaced FROM ${table}) x
+      WHERE d.ctid = x.at AND (x.nth > 1 OR x.replaced)`,
+  );
+  await client.query(addKey);
+}
+const KEY_SAVEPOINT = "sync$key";
+
 /** compareContent's temporary tables: the export's rows as the copy's table types them, and both sides joined. */
 const FRESH = "sync$fresh";
 const JOINED = "sync$compared";

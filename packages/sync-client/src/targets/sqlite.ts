@@ -1,6 +1,7 @@
 /**
  * SQLite target (better-sqlite3, WAL). A page is one `BEGIN IMMEDIATE … COMMIT`: the rows are
- * upserted as they stream, in multi-row statements (an appended page inserts, see AppendRefused),
+ * upserted as they stream, in multi-row statements (an appended page inserts, into a table whose
+ * key index is built when the append ends: see startAppend and AppendRefused),
  * the touched grid ids and the state are written, then COMMIT. Booleans are stored as 1/0, numbers with NUMERIC affinity, everything else as the export's text.
  */
 import Database from "better-sqlite3";
@@ -55,9 +56,12 @@ export class SqliteTarget implements Target {
     const next = { ...applied };
     this.db.transaction(() => {
       const cols = Object.entries(plan.columns).map(([key, type]) => `${q(key)} ${sqliteType(type)}`);
-      this.db.exec(
-        `CREATE TABLE IF NOT EXISTS ${q(plan.table)} (${cols.join(", ")}, ${q(GENERATION_COLUMN)} INTEGER NOT NULL DEFAULT 0, PRIMARY KEY (${plan.keyColumns.map(q).join(", ")}))`,
-      );
+      // The key is a unique index, not a declared PRIMARY KEY, so that a first backfill can defer it
+      // (startAppend). Tables created by earlier versions keep their declared key (never deferred).
+      if (!this.tableExists(plan.table)) {
+        this.db.exec(`CREATE TABLE ${q(plan.table)} (${cols.join(", ")}, ${q(GENERATION_COLUMN)} INTEGER NOT NULL DEFAULT 0)`);
+        this.db.exec(createKey(plan));
+      }
       const existing = new Set((this.db.prepare(`SELECT name FROM pragma_table_info(?)`).all(plan.table) as Array<{ name: string }>).map((r) => r.name));
       for (const [key, type] of Object.entries(plan.columns)) {
         if (!existing.has(key)) this.db.exec(`ALTER TABLE ${q(plan.table)} ADD COLUMN ${q(key)} ${sqliteType(type)}`);
@@ -98,6 +102,7 @@ export class SqliteTarget implements Target {
     let rows = 0;
     this.db.exec("BEGIN IMMEDIATE");
     try {
+      if (!write.append) this.ensureKey(plan);
       const values: unknown[] = new Array(batch * width);
       let filled = 0;
       let text = 0;
@@ -149,16 +154,26 @@ export class SqliteTarget implements Target {
     return { rows };
   }
 
+  /**
+   * An empty table loses its key index until the append ends (ensureKey builds it): 500 000 grid
+   * rows cost the syncing process 5.3 s of CPU into the indexed table (random ids: every insert
+   * into the index lands elsewhere), 2.9 s into the bare table and 0.6 s more to build the index
+   * once (docs/benchmarks-history.md). A declared PRIMARY KEY (a table of an earlier version)
+   * stays, and refuses a stored key as before (AppendRefused).
+   */
   async startAppend(plan: TablePlan, datasetKey: string): Promise<boolean> {
     return this.db.transaction(() => {
       const empty = this.db.prepare(`SELECT NOT EXISTS (SELECT 1 FROM ${q(plan.table)}) AS empty`).get() as { empty: number };
-      if (empty.empty) this.db.prepare(`DELETE FROM ${TOUCHED} WHERE dataset_key = ?`).run(datasetKey);
-      return empty.empty === 1;
+      if (!empty.empty) return false;
+      this.db.prepare(`DELETE FROM ${TOUCHED} WHERE dataset_key = ?`).run(datasetKey);
+      this.db.exec(`DROP INDEX IF EXISTS ${q(keyIndex(plan.table))}`);
+      return true;
     }).immediate();
   }
 
   async finishDataset(finish: FinishDataset): Promise<FinishResult> {
     return this.db.transaction(() => {
+      this.ensureKey(finish.plan);
       let trimmed = 0;
       let swept = 0;
       const table = q(finish.plan.table);
@@ -183,6 +198,8 @@ export class SqliteTarget implements Target {
     return this.db.transaction(() => {
       let deleted = 0;
       if (write.tombstones.length && this.tableExists(write.plan.table)) {
+        // Each tombstone finds its rows through the key (a deferred one is built first).
+        this.ensureKey(write.plan);
         // Both sides are the export's dateTime text (UTC, "+00", microseconds at most), which orders as text.
         const older = "last_modified" in write.plan.columns ? " AND (last_modified IS NULL OR last_modified < ?)" : "";
         const del = this.db.prepare(`DELETE FROM ${q(write.plan.table)} WHERE id = ?${older}`);
@@ -294,6 +311,35 @@ export class SqliteTarget implements Target {
     this.db.close();
   }
 
+  /**
+   * Builds the key index a first backfill deferred, before anything is upserted into the table and
+   * when the read ends (finishDataset), in the caller's transaction. Without it an append cannot
+   * refuse a stored key: a row edited during the read and served again on a later page is stored
+   * twice. Such rows (the build fails on them) are resolved as upserts would have: of each key, the
+   * row inserted last stays (the highest rowid: an append-only table numbers its rows in insertion
+   * order); of a grid, an id's rows older than its newest version go too (its rows replaced as a set).
+   */
+  private ensureKey(plan: TablePlan): void {
+    const keyed = this.db.prepare(`SELECT 1 FROM pragma_index_list(?) WHERE origin = 'pk' OR name = ?`).get(plan.table, keyIndex(plan.table));
+    if (keyed) return;
+    try {
+      this.db.exec(createKey(plan));
+      return;
+    } catch (err) {
+      // A failed statement is undone on its own; the transaction goes on.
+      if ((err as { code?: string }).code !== "SQLITE_CONSTRAINT_UNIQUE") throw err;
+    }
+    const table = q(plan.table);
+    const keys = plan.keyColumns.map(q).join(", ");
+    const replaced = plan.keyColumns.includes("row_index") && "last_modified" in plan.columns ? "last_modified < max(last_modified) OVER (PARTITION BY id)" : "0";
+    this.db.exec(
+      `DELETE FROM ${table} WHERE rowid IN (
+         SELECT at FROM (SELECT rowid AS at, row_number() OVER (PARTITION BY ${keys} ORDER BY rowid DESC) AS nth, ${replaced} AS replaced FROM ${table})
+          WHERE nth > 1 OR replaced)`,
+    );
+    this.db.exec(createKey(plan));
+  }
+
   private tableExists(name: string): boolean {
     return this.db.prepare("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?").get(name) !== undefined;
   }
@@ -312,6 +358,10 @@ export class SqliteTarget implements Target {
 const ROWS_PER_STATEMENT = 64;
 const VARIABLES_PER_STATEMENT = 8_000;
 const BYTES_PER_STATEMENT = 256 * 1024;
+
+/** The unique index keying a table (`$` keeps it apart from every dataset key). */
+const keyIndex = (table: string) => `${table}$key`;
+const createKey = (plan: TablePlan) => `CREATE UNIQUE INDEX ${q(keyIndex(plan.table))} ON ${q(plan.table)} (${plan.keyColumns.map(q).join(", ")})`;
 
 /** The plan's columns present in the header, with their position in it and their type. */
 function usedColumns(plan: TablePlan, header: string[]): Array<{ key: string; i: number; type: string }> {

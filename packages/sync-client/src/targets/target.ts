@@ -47,8 +47,10 @@ export interface RawPageWrite {
  * A page written with `append` (a read from the beginning into a table that held no row when it
  * began, no earlier page of it having met a stored key) may insert its rows without conflict
  * handling and without recording grid ids for trimming: nothing of a key it inserts was stored
- * before. A row whose key is stored (a submission edited during the read re-appears on a later page;
- * for a grid its row 1 is always among them) fails the page with this error, rolled back; the engine
+ * before. A target that deferred the table's key (startAppend) stores a row served twice (a
+ * submission edited during the read re-appears on a later page) twice and resolves it when it
+ * builds the key, as the upserts would have. A target whose table keeps its key fails such a page
+ * with this error (for a grid the re-served rows always include row 1), rolled back; the engine
  * reads the page again without `append`, and the rest of the read upserts as usual.
  */
 export class AppendRefused extends Error {
@@ -119,7 +121,10 @@ export interface Target {
   ensureTable(plan: TablePlan, applied: Record<string, string>): Promise<Record<string, string>>;
   /**
    * Asked when a read starts from the beginning: may its pages be appended? True when the table holds
-   * no row; the dataset's touched grid ids (they describe rows no longer stored) are then forgotten.
+   * no row; the dataset's touched grid ids (they describe rows no longer stored) are then forgotten,
+   * and the target may drop the table's key until the append ends: it must build it again (in the
+   * same transaction) before it upserts into, deletes tombstones from or finishes the table, so a
+   * resume after a kill finds the key whenever it writes otherwise than by appending.
    * Absent: pages are always upserted.
    */
   startAppend?(plan: TablePlan, datasetKey: string): Promise<boolean>;
