@@ -248,7 +248,7 @@ export async function soak(opts: SoakOptions): Promise<SoakReport> {
     const targets = [
       { name: "responses ≥ 500" + (opts.faults ? " (faults on: reported, not a target)" : ""), value: String(fivexx), met: opts.faults || fivexx === 0 },
       ...memory.map((m) => ({
-        name: `${m.service} RSS at the end within +10 % of minute ${m.baselineMinute} (lowest of ${Math.round(m.windowSeconds)} s windows)`,
+        name: `${m.service} RSS at the end within +10 % of minute ${m.baselineMinute} (lowest of each half after it, ${Math.round(m.windowSeconds)} s)`,
         value: `${pct(m.growthPercent)} (single samples ${pct(m.sampleGrowthPercent)})`,
         met: m.growthPercent !== null && m.growthPercent <= 10,
       })),
@@ -320,7 +320,7 @@ export function formatSoakReport(r: SoakReport): string {
   lines.push("");
   for (const m of r.memory) {
     const mb = (b: number | null) => (b === null ? "-" : `${(b / 2 ** 20).toFixed(0)} MB`);
-    lines.push(`${m.service.padEnd(8)} RSS ${mb(m.baselineBytes)} at minute ${m.baselineMinute} → ${mb(m.endBytes)} at the end; lowest ${mb(m.baselineFloorBytes)} around minute ${m.baselineMinute} → ${mb(m.endFloorBytes)} in the last ${Math.round(m.windowSeconds)} s`);
+    lines.push(`${m.service.padEnd(8)} RSS ${mb(m.baselineBytes)} at minute ${m.baselineMinute} → ${mb(m.endBytes)} at the end; lowest ${mb(m.baselineFloorBytes)} from minute ${m.baselineMinute} → ${mb(m.endFloorBytes)} in the last ${Math.round(m.windowSeconds)} s`);
   }
   const pgEnd = r.samples[r.samples.length - 1]?.postgres ?? [];
   lines.push(`PostgreSQL at the end: ${pgEnd.map((g) => `${g.application} ${g.connections} conns ${(g.anonBytes / 2 ** 20).toFixed(0)} MB (max ${(g.maxAnonBytes / 2 ** 20).toFixed(1)})`).join("; ")}`);

@@ -1,42 +1,47 @@
-import { rssGrowth, rssWindowSeconds, type RssSample } from "../../scripts/soak/memory-growth";
+import { rssGrowth, type RssSample } from "../../scripts/soak/memory-growth";
 
 const MB = 2 ** 20;
 
-/** A 30-minute run sampled every 10 s; `rss(t)` in MB for one service. */
+/** A run sampled every 10 s; `rss(t)` in MB for one service. */
 function run(rss: (t: number) => number, minutes = 30): RssSample[] {
   const samples: RssSample[] = [];
-  for (let t = 0; t <= minutes * 60; t += 10) samples.push({ t, services: [{ service: "export", rssBytes: rss(t) * MB }] });
+  for (let t = 0; t <= minutes * 60; t += 10) samples.push({ t, services: [{ service: "schema", rssBytes: rss(t) * MB }] });
   return samples;
 }
 
-/** A saw-tooth: 150 MB after each collection, rising 0.5 MB/s until the next one every `period` s. */
-const sawTooth = (period: number, floor = 150) => (t: number) => floor + 0.5 * (t % period);
+/** A saw-tooth: `floor` MB after each full collection (one at minute 5, then every `period` s), rising 0.05 MB/s in between. */
+const sawTooth = (period: number, floor = 140) => (t: number) => floor + 0.05 * ((((t - 300) % period) + period) % period);
 
-describe("the soak's RSS rule (floors, not single samples)", () => {
-  it("passes a saw-tooth whose single samples differ by 40 %", () => {
-    // Minute 5 (t = 300) falls 10 s after a collection (155 MB), the end 60 s after one (180 MB).
-    const [m] = rssGrowth(run(sawTooth(145)), ["export"], 300);
+describe("the soak's RSS rule (floors of the two halves after minute 5, not single samples)", () => {
+  it("passes a saw-tooth of a 15-minute period whose single samples differ by 30 %", () => {
+    // Minute 5 falls on a collection (140 MB), the end 600 s after one (170 MB).
+    const [m] = rssGrowth(run(sawTooth(900)), ["schema"], 300);
     expect(m.baselineMinute).toBe(5);
+    expect(m.windowSeconds).toBe(750);
     expect(m.sampleGrowthPercent!).toBeGreaterThan(10);
     expect(m.growthPercent!).toBeLessThanOrEqual(10);
-    expect(m.baselineFloorBytes).toBe(150 * MB);
+    expect(m.baselineFloorBytes).toBe(140 * MB);
   });
 
   it("fails a leak that raises the floor", () => {
-    // The same saw-tooth over a floor that climbs 1 MB a minute: +25 MB by the end, +16 %.
-    const [m] = rssGrowth(run((t) => sawTooth(145, 150 + t / 60)(t)), ["export"], 300);
+    // The same saw-tooth over a floor that climbs 1.5 MB a minute: the second half's floor +15 %.
+    const [m] = rssGrowth(run((t) => sawTooth(900, 140 + (1.5 * t) / 60)(t)), ["schema"], 300);
     expect(m.growthPercent!).toBeGreaterThan(10);
   });
 
-  it("compares windows of equal length, four minutes on a long run and a third of the baseline's time on a short one", () => {
-    expect(rssWindowSeconds(300)).toBe(200);
-    expect(rssWindowSeconds(3000)).toBe(240);
-    expect(rssWindowSeconds(30)).toBe(20);
+  it("fails garbage outside the heap that a full collection returns only after the run", () => {
+    // The catalog before its listing fix: +2.5 MB a minute, no collection in 30 minutes.
+    const [m] = rssGrowth(run((t) => 130 + (2.5 * t) / 60), ["schema"], 300);
+    expect(m.growthPercent!).toBeGreaterThan(10);
+  });
+
+  it("splits a short run the same way: the middle as the baseline, its two halves after", () => {
     const short = run((t) => 100 + t, 1); // rising steadily through a 60-second run
-    const [m] = rssGrowth(short, ["export"], 30);
-    // Floors: the lowest of t 20..40 (120) against the lowest of t 40..60 (140).
-    expect(m.baselineFloorBytes).toBe(120 * MB);
-    expect(m.endFloorBytes).toBe(140 * MB);
+    const [m] = rssGrowth(short, ["schema"], 30);
+    expect(m.windowSeconds).toBe(15);
+    // Floors: the lowest of t 30..45 (130) against the lowest of t 45..60 (150).
+    expect(m.baselineFloorBytes).toBe(130 * MB);
+    expect(m.endFloorBytes).toBe(150 * MB);
   });
 
   it("reports nothing for a service it never sampled", () => {
