@@ -181,8 +181,9 @@ describe("sync client: core loader rules", () => {
       });
       expect(first.summary.failed).toEqual([]);
       expect(edited).toBe(true);
-      // The page holding the new version met stored keys: an appending target read it once more, upserted.
-      expect(repeated(first.cursors)).toBe(first.appends ? 1 : 0);
+      // The page holding the new version met stored keys: PostgreSQL and SQLite read it once more and
+      // upsert it; DuckDB appends it and keeps each key's latest rows when the read ends.
+      expect(repeated(first.cursors)).toBe(first.appends && kind !== "duckdb" ? 1 : 0);
       expect(await items()).toEqual(
         [
           [id("sub:1"), "1", "floor"],
