@@ -181,8 +181,9 @@ describe("sync client: core loader rules", () => {
       });
       expect(first.summary.failed).toEqual([]);
       expect(edited).toBe(true);
-      // No page is read twice: an appending target deferred the table's key, stored the new version
-      // beside the old rows and resolved them when it built the key at the end of the read.
+      // No page is read twice: PostgreSQL and SQLite deferred the table's key and DuckDB appends
+      // without one; each stored the new version beside the old rows and kept each key's latest
+      // rows (a grid submission's as a set) when the read ended.
       expect(repeated(first.cursors)).toBe(0);
       if (kind !== "duckdb") expect(await hasUniqueKey(db, grid)).toBe(true);
       expect(await items()).toEqual(

@@ -11,7 +11,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { pipeline } from "node:stream/promises";
 import type { DuckDBAppender, DuckDBConnection, DuckDBInstance } from "@duckdb/node-api";
-import type { Cell } from "../csv";
+import { CursorFieldReplaced, type Cell } from "../csv";
 import { reviveDatasetState, type DatasetState, type SyncState } from "../state";
 import { columnTypes, quoteIdent as q, stagedColumns, STATE_SCHEMA as STATE } from "./sql";
 import { GENERATION_COLUMN, type ContentComparison, type ContentDifferences, type FinishDataset, type FinishResult, type PageWrite, type RawPageWrite, type TablePlan, type Target, type TombstoneWrite } from "./target";
@@ -23,6 +23,7 @@ const FRESH_STAGE = q("sync$fresh_stage");
 const FRESH = q("sync$fresh");
 const FRESH_KEYS = q("sync$fresh_keys");
 const TOMBSTONES = q("sync$tombstones");
+const REPEATED = q("sync$repeated");
 /** Differences compareContent names. */
 const EXAMPLES = 5;
 /**
@@ -31,8 +32,22 @@ const EXAMPLES = 5;
  */
 const MAX_LINE_SIZE = 32 * 1024 * 1024;
 const BUFFER_SIZE = 2 * MAX_LINE_SIZE;
+/**
+ * DuckDB checkpoints once its write-ahead log holds this much. Its default, 16 MB, checkpointed
+ * every dozen pages of suppliers, each checkpoint rewriting the table's open row group: commits
+ * took several times as long (docs/benchmarks-history.md, "DuckDB").
+ */
+const CHECKPOINT_THRESHOLD = "64MB";
 
 type DuckDBModule = typeof import("@duckdb/node-api");
+
+/** A spooled page as DuckDB's CSV reader reads it: the export's dialect, every column `c<i>` VARCHAR. */
+function readPageCsv(file: string, columns: number): string {
+  const names = Array.from({ length: columns }, (_, i) => `'c${i}': 'VARCHAR'`).join(", ");
+  return `read_csv('${file.replace(/'/g, "''")}',
+    header = false, auto_detect = false, delim = ',', quote = '"', escape = '"', new_line = '\\n',
+    nullstr = '', allow_quoted_nulls = false, max_line_size = ${MAX_LINE_SIZE}, buffer_size = ${BUFFER_SIZE}, columns = {${names}})`;
+}
 
 /** Loads the optional peer, naming it when it is missing. */
 async function loadDuckDB(): Promise<DuckDBModule> {
@@ -66,7 +81,7 @@ export class DuckDBTarget implements Target {
     // A reader opens read-only, so several can look at a copy no process is writing.
     // A page is held in DuckDB's memory until its commit (its transaction-local data does not spill):
     // pages of very wide rows need a smaller --limit (see docs/sync-client.md, "CSV reading").
-    this.instance = await DuckDBInstance.create(this.file, writer || this.file === ":memory:" ? {} : { access_mode: "READ_ONLY" });
+    this.instance = await DuckDBInstance.create(this.file, writer || this.file === ":memory:" ? { checkpoint_threshold: CHECKPOINT_THRESHOLD } : { access_mode: "READ_ONLY" });
     this.conn = await this.instance.connect();
     // Value text forms equal the export's own (UTC).
     await this.db.run("SET TimeZone = 'UTC'");
@@ -132,6 +147,14 @@ export class DuckDBTarget implements Target {
     });
   }
 
+  async startAppend(plan: TablePlan, datasetKey: string): Promise<boolean> {
+    return this.transaction(async () => {
+      const empty = (await this.rows(`SELECT NOT EXISTS (SELECT 1 FROM ${q(plan.table)}) AS empty`))[0].empty as boolean;
+      if (empty) await this.db.run(`DELETE FROM ${STATE}.touched WHERE dataset_key = ?`, [datasetKey]);
+      return empty;
+    });
+  }
+
   async writePage(write: PageWrite): Promise<{ rows: number }> {
     let rows = 0;
     await this.transaction(async () => {
@@ -144,30 +167,47 @@ export class DuckDBTarget implements Target {
     return { rows };
   }
 
-  /** DuckDB's CSV reader parses the page: the records go to a scratch file as they arrive, then one read_csv loads them. */
+  /**
+   * DuckDB's CSV reader parses the page: the records go to a scratch file as they arrive (counted,
+   * the last cursor kept, each cursor replaced by the generation: CursorFieldReplaced), then, in one
+   * transaction with the state, an appended page is inserted by one INSERT … SELECT from read_csv
+   * and any other page staged by read_csv and upserted.
+   */
   async writeRawPage(write: RawPageWrite): Promise<{ rows: number }> {
     if (!this.scratch) throw new Error("the DuckDB target is not open for writing");
     const file = join(this.scratch, "page.csv");
-    try {
-      await pipeline(write.records, createWriteStream(file));
-    } catch (err) {
-      // A body that failed is a failed page whatever was written.
-      write.assertCleanEnd();
-      throw err;
-    }
-    write.assertCleanEnd();
+    // `_cursor` is the last column (docs/contract.md): the page is counted on its way to the file.
+    const counted = write.cursorColumn === write.header.length - 1 ? new CursorFieldReplaced(String(write.generation)) : undefined;
     let rows = 0;
     try {
+      try {
+        await (counted ? pipeline(write.records, counted, createWriteStream(file)) : pipeline(write.records, createWriteStream(file)));
+      } catch (err) {
+        // A body that failed is a failed page whatever was written.
+        write.assertCleanEnd();
+        throw err;
+      }
+      write.assertCleanEnd();
       await this.transaction(async () => {
-        const columns = write.header.map((_, i) => `'c${i}': 'VARCHAR'`).join(", ");
-        await this.db.run(
-          `CREATE OR REPLACE TEMP TABLE ${STAGE} AS SELECT * FROM read_csv('${file.replace(/'/g, "''")}',
-             header = false, auto_detect = false, delim = ',', quote = '"', escape = '"', new_line = '\\n',
-             nullstr = '', allow_quoted_nulls = false, max_line_size = ${MAX_LINE_SIZE}, buffer_size = ${BUFFER_SIZE}, columns = {${columns}})`,
-        );
-        const last = await this.rows(`SELECT count(*) OVER () AS n, c${write.cursorColumn} AS cursor FROM ${STAGE} ORDER BY rowid DESC LIMIT 1`);
-        rows = Number(last[0]?.n ?? 0);
-        const state = write.stateAfter({ rows, lastCursor: (last[0]?.cursor as string | undefined) ?? null });
+        const source = readPageCsv(file, write.header.length);
+        if (counted && write.append) {
+          rows = counted.rows;
+          const state = write.stateAfter({ rows, lastCursor: counted.lastCursor });
+          if (rows > 0) await this.insertPage(source, write.plan, write.header, write.generation);
+          await this.saveStateNow(state);
+          return;
+        }
+        await this.db.run(`CREATE OR REPLACE TEMP TABLE ${STAGE} AS SELECT * FROM ${source}`);
+        let lastCursor: string | null;
+        if (counted) {
+          rows = counted.rows;
+          lastCursor = counted.lastCursor;
+        } else {
+          const last = await this.rows(`SELECT count(*) OVER () AS n, c${write.cursorColumn} AS cursor FROM ${STAGE} ORDER BY rowid DESC LIMIT 1`);
+          rows = Number(last[0]?.n ?? 0);
+          lastCursor = (last[0]?.cursor as string | undefined) ?? null;
+        }
+        const state = write.stateAfter({ rows, lastCursor });
         if (rows > 0) await this.upsertFromStage(write.plan, write.header, write.generation, state.key);
         await this.db.run(`DROP TABLE ${STAGE}`);
         await this.saveStateNow(state);
@@ -176,6 +216,17 @@ export class DuckDBTarget implements Target {
       rmSync(file, { force: true });
     }
     return { rows };
+  }
+
+  /**
+   * A spooled page's rows inserted into the dataset's table by one INSERT … SELECT from the CSV
+   * reader, typed on the way: no staging table, no key looked up. For an appended page, a key the
+   * read meets again (a row edited during the read re-appears on a later page) is stored twice
+   * until the read ends: finishDataset then keeps each key's latest row (dropRepeatedKeys).
+   */
+  private async insertPage(source: string, plan: TablePlan, header: string[], generation: number) {
+    const { targets, values } = this.stagedColumns(plan, header);
+    await this.db.run(`INSERT INTO ${q(plan.table)} (${targets.join(", ")}, ${q(GENERATION_COLUMN)}) SELECT ${values.join(", ")}, ${Number(generation)} FROM ${source} s`);
   }
 
   /** Rows into a fresh temporary all-VARCHAR table `c0..cN` by the appender; returns how many. */
@@ -217,19 +268,33 @@ export class DuckDBTarget implements Target {
   private async upsertFromStage(plan: TablePlan, header: string[], generation: number, datasetKey: string) {
     const { targets, values, keys: staged } = this.stagedColumns(plan, header);
     const valueOf = new Map(staged.map((k, i) => [k, values[i]]));
+    const value = (key: string) => valueOf.get(key) ?? "NULL";
+    await this.replaceStoredKeys(plan, `${STAGE} s`, value, datasetKey, "true");
+    // A column missing from the page is empty for the rows of that page (left to its default, null).
+    await this.db.run(
+      `INSERT INTO ${q(plan.table)} (${targets.join(", ")}, ${q(GENERATION_COLUMN)})
+       SELECT ${values.join(", ")}, ${Number(generation)} FROM ${STAGE} s
+       QUALIFY row_number() OVER (PARTITION BY ${plan.keyColumns.map(value).join(", ")} ORDER BY s.rowid DESC) = 1`,
+    );
+  }
+
+  /**
+   * Before a page's rows are added (or, pending, settled): the stored rows of its keys are deleted,
+   * and for a grid the ids to trim are recorded. `page` is the page's rows as `s`, `value(key)` a
+   * column's typed value there; `stored` tells the stored rows from the page's own (pending ones).
+   */
+  private async replaceStoredKeys(plan: TablePlan, page: string, value: (key: string) => string, datasetKey: string, stored: string) {
     const table = q(plan.table);
-    const keyValues = plan.keyColumns.map((k) => valueOf.get(k) ?? "NULL");
     if (plan.keyColumns.includes("row_index")) {
       // A grid id needs trimming only when the copy held rows of it before this page (replaced or
       // older ones), or an earlier page of this sync recorded it (a submission's rows across a page
       // boundary). Every row of such an id in the page counts for its highest row_index. A first
       // backfill records none.
-      const [id, lastModified, rowIndex] = ["id", "last_modified", "row_index"].map((k) => valueOf.get(k) ?? "NULL");
       await this.db.run(
         `INSERT INTO ${STATE}.touched AS t (dataset_key, id, last_modified, max_row_index)
          SELECT ?, p.id, max(p.last_modified), max(p.row_index)
-           FROM (SELECT ${id} AS id, CAST(${lastModified} AS TIMESTAMPTZ) AS last_modified, CAST(${rowIndex} AS DOUBLE) AS row_index FROM ${STAGE} s) p
-          WHERE p.id IN (SELECT id FROM ${table}) OR p.id IN (SELECT id FROM ${STATE}.touched WHERE dataset_key = ?)
+           FROM (SELECT ${value("id")} AS id, CAST(${value("last_modified")} AS TIMESTAMPTZ) AS last_modified, CAST(${value("row_index")} AS DOUBLE) AS row_index FROM ${page}) p
+          WHERE p.id IN (SELECT id FROM ${table} WHERE ${stored}) OR p.id IN (SELECT id FROM ${STATE}.touched WHERE dataset_key = ?)
           GROUP BY p.id
          ON CONFLICT (dataset_key, id) DO UPDATE SET
            max_row_index = CASE WHEN EXCLUDED.last_modified > t.last_modified THEN EXCLUDED.max_row_index ELSE greatest(t.max_row_index, EXCLUDED.max_row_index) END,
@@ -238,14 +303,8 @@ export class DuckDBTarget implements Target {
       );
     }
     await this.db.run(
-      `DELETE FROM ${table} d USING (SELECT DISTINCT ${keyValues.map((v, i) => `${v} AS k${i}`).join(", ")} FROM ${STAGE} s) p
-        WHERE ${plan.keyColumns.map((k, i) => `d.${q(k)} = p.k${i}`).join(" AND ")}`,
-    );
-    // A column missing from the page is empty for the rows of that page (left to its default, null).
-    await this.db.run(
-      `INSERT INTO ${table} (${targets.join(", ")}, ${q(GENERATION_COLUMN)})
-       SELECT ${values.join(", ")}, ${Number(generation)} FROM ${STAGE} s
-       QUALIFY row_number() OVER (PARTITION BY ${keyValues.join(", ")} ORDER BY s.rowid DESC) = 1`,
+      `DELETE FROM ${table} d USING (SELECT DISTINCT ${plan.keyColumns.map((k, i) => `${value(k)} AS k${i}`).join(", ")} FROM ${page}) p
+        WHERE ${plan.keyColumns.map((k, i) => `d.${q(k)} = p.k${i}`).join(" AND ")} AND ${stored}`,
     );
   }
 
@@ -254,8 +313,9 @@ export class DuckDBTarget implements Target {
       let trimmed = 0;
       let swept = 0;
       const table = q(finish.plan.table);
+      if (await this.wasAppending(finish.state.key)) trimmed += await this.dropRepeatedKeys(finish.plan);
       if (finish.plan.keyColumns.includes("row_index")) {
-        trimmed = await this.changed(
+        trimmed += await this.changed(
           `DELETE FROM ${table} d USING ${STATE}.touched t WHERE t.dataset_key = ? AND d.id = t.id AND d.row_index > t.max_row_index`,
           [finish.state.key],
         );
@@ -268,6 +328,46 @@ export class DuckDBTarget implements Target {
       await this.saveStateNow(finish.state);
       return { trimmed, swept };
     });
+  }
+
+  /** Whether the read ending appended its pages (its stored state says so until finishDataset saves the final one). */
+  private async wasAppending(datasetKey: string): Promise<boolean> {
+    const stored = await this.rows(`SELECT state FROM ${STATE}.datasets WHERE dataset_key = ?`, [datasetKey]);
+    return stored.length > 0 && (JSON.parse(stored[0].state as string) as Partial<DatasetState>).appending === true;
+  }
+
+  /**
+   * After an appended read, each key stored more than once (a row edited during the read, appended
+   * again from a later page) keeps only its latest row: the newest `last_modified`, then the last
+   * appended. A grid submission met again is replaced as a set: every row of an id older than the
+   * id's newest row goes, those its new version no longer has included. Returns the rows of older
+   * versions so dropped (counted as trimmed).
+   */
+  private async dropRepeatedKeys(plan: TablePlan): Promise<number> {
+    const table = q(plan.table);
+    const keys = plan.keyColumns.map(q);
+    await this.db.run(`CREATE OR REPLACE TEMP TABLE ${REPEATED} AS SELECT ${keys.join(", ")} FROM ${table} GROUP BY ALL HAVING count(*) > 1`);
+    if (Number((await this.rows(`SELECT count(*) AS n FROM ${REPEATED}`))[0].n) === 0) {
+      await this.db.run(`DROP TABLE ${REPEATED}`);
+      return 0;
+    }
+    const hasLastModified = "last_modified" in plan.columns;
+    const lastModified = (alias: string) => `CAST(${alias}.last_modified AS TIMESTAMPTZ)`;
+    let dropped = 0;
+    if (plan.keyColumns.includes("row_index") && hasLastModified) {
+      dropped = await this.changed(
+        `DELETE FROM ${table} d USING (SELECT g.id, max(${lastModified("g")}) AS newest FROM ${table} g WHERE g.id IN (SELECT id FROM ${REPEATED}) GROUP BY g.id) n
+          WHERE d.id = n.id AND ${lastModified("d")} < n.newest`,
+      );
+    }
+    const latest = hasLastModified ? `${lastModified("t")} DESC NULLS LAST, t.rowid DESC` : "t.rowid DESC";
+    await this.db.run(
+      `DELETE FROM ${table} WHERE rowid IN (
+         SELECT r FROM (SELECT t.rowid AS r, row_number() OVER (PARTITION BY ${keys.map((k) => `t.${k}`).join(", ")} ORDER BY ${latest}) AS n
+                          FROM ${table} t SEMI JOIN ${REPEATED} x ON ${keys.map((k) => `t.${k} = x.${k}`).join(" AND ")}) WHERE n > 1)`,
+    );
+    await this.db.run(`DROP TABLE ${REPEATED}`);
+    return dropped;
   }
 
   async applyTombstones(write: TombstoneWrite): Promise<number> {
@@ -374,11 +474,10 @@ export class DuckDBTarget implements Target {
   }
 
   private async saveStateNow(state: DatasetState): Promise<void> {
-    await this.db.run(`INSERT OR REPLACE INTO ${STATE}.datasets (dataset_key, table_name, state, updated_at) VALUES (?, ?, ?, now())`, [
-      state.key,
-      state.table,
-      JSON.stringify(state),
-    ]);
+    const values = [state.table, JSON.stringify(state), state.key];
+    // An UPDATE of the stored row costs half the INSERT OR REPLACE through the key's index (measured per page).
+    if ((await this.changed(`UPDATE ${STATE}.datasets SET table_name = ?, state = ?, updated_at = now() WHERE dataset_key = ?`, values)) > 0) return;
+    await this.db.run(`INSERT OR REPLACE INTO ${STATE}.datasets (table_name, state, dataset_key, updated_at) VALUES (?, ?, ?, now())`, values);
   }
 
   /** `discard`: the work only reads (or writes temporary tables), and is rolled back. */
