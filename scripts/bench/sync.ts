@@ -39,6 +39,7 @@ import { buildDataset } from "@exportsvc/form-datasets";
 import { ExportApiClient, SyncEngine, openTarget } from "../../packages/sync-client/src";
 import { provisionDatabase } from "./database";
 import { generateSuppliers } from "./dataset";
+import { cpuLine, cpuSince, cpuSnapshot, type CpuAccount } from "./cpu";
 import { envInt as num, log, secondsSince } from "./helpers";
 import { measureHttp, type Measurement } from "./measure";
 import { newBenchCursorKeys, startBenchStack } from "./stack";
@@ -85,6 +86,8 @@ async function generateForm(pool: ReturnType<typeof createPool>, orgId: string, 
 
 interface SyncMeasurement extends Measurement {
   peakRssGrowthMb?: number;
+  /** Where the engine's run spent CPU (the target's database opened before, dropped after: not in it). */
+  cpu: CpuAccount;
 }
 
 type TargetKind = "postgres" | "sqlite" | "duckdb";
@@ -95,7 +98,7 @@ const ALL_TARGETS: Array<{ kind: TargetKind; label: string }> = [
 ];
 const TARGETS = process.env.BENCH_SYNC_TARGETS ? ALL_TARGETS.filter((t) => process.env.BENCH_SYNC_TARGETS!.split(",").includes(t.kind)) : ALL_TARGETS;
 
-async function measureSync(name: string, baseUrl: string, apiKey: string, dataset: string, kind: TargetKind, sampleRss = false): Promise<SyncMeasurement> {
+async function measureSync(name: string, baseUrl: string, apiKey: string, dataset: string, kind: TargetKind, sampleRss = false, pids: ServicePids = {}): Promise<SyncMeasurement> {
   if (kind === "sqlite") linkOnDemandPackage("better-sqlite3"); // not in npm install: installed on first use
   const dir = kind !== "postgres" ? mkdtempSync(join(tmpdir(), "bench-sync-")) : undefined;
   const pg = kind === "postgres" ? await database("exportsvc_bench_sync_copy") : undefined;
@@ -111,6 +114,7 @@ async function measureSync(name: string, baseUrl: string, apiKey: string, datase
     let bytes = 0;
     let pages = 0;
     const started = process.hrtime.bigint();
+    const cpuBefore = cpuSnapshot(pids);
     const summary = await new SyncEngine(client, target, {
       only: [dataset],
       onEvent: (e) => {
@@ -121,8 +125,9 @@ async function measureSync(name: string, baseUrl: string, apiKey: string, datase
       },
     }).runOnce();
     const seconds = secondsSince(started);
+    const cpu = cpuSince(cpuBefore, pids);
     if (summary.failed.length) throw new Error(`${name}: ${JSON.stringify(summary.failed)}`);
-    return { name, rows: summary.rows, bytes, pages, seconds, peakRssGrowthMb: sampleRss ? (peak - before) / 1e6 : undefined };
+    return { name, rows: summary.rows, bytes, pages, seconds, cpu, peakRssGrowthMb: sampleRss ? (peak - before) / 1e6 : undefined };
   } finally {
     if (sampler) clearInterval(sampler);
     await target.close();
@@ -149,10 +154,13 @@ const SELECTED_KINDS = process.env.BENCH_SYNC_KINDS ? KINDS.filter((k) => proces
 /** Per target, its backfill over a plain export of the same dataset, per dataset kind. */
 export type SyncBackfillRatios = Record<TargetKind, Record<DatasetKind, number>>;
 
+/** The services' process ids, for the CPU each measurement costs them (./cpu). */
+type ServicePids = Record<string, number | undefined>;
+
 /** The bench's source: suppliers and a form with a nested grid, built, behind a running stack. */
 async function withSource<T>(
   options: { suppliers: number; submissions: number },
-  work: (source: { pool: ReturnType<typeof createPool>; organizationId: string; baseUrl: string; apiKey: string; datasets: Record<DatasetKind, string> }) => Promise<T>,
+  work: (source: { pool: ReturnType<typeof createPool>; organizationId: string; baseUrl: string; apiKey: string; datasets: Record<DatasetKind, string>; pids: ServicePids }) => Promise<T>,
 ): Promise<T> {
   const source = await database("exportsvc_bench_sync");
   const pool = createPool({ connectionString: source.url, max: 4 });
@@ -171,7 +179,8 @@ async function withSource<T>(
       const grid = listing.datasets.find((d) => d.parentDataset && !listing.datasets.find((p) => p.key === d.parentDataset)?.parentDataset)!;
       const nestedGrid = listing.datasets.find((d) => d.parentDataset === grid.key)!;
       const datasets = { resources: "resources_suppliers", submission: grid.parentDataset!, grid: grid.key, nestedGrid: nestedGrid.key };
-      return await work({ pool, organizationId, baseUrl: stack.baseUrl, apiKey, datasets });
+      const pids = Object.fromEntries(Object.entries(stack.processes).map(([name, child]) => [name, child.pid]));
+      return await work({ pool, organizationId, baseUrl: stack.baseUrl, apiKey, datasets, pids });
     } finally {
       await stack.stop();
     }
@@ -186,19 +195,28 @@ async function withSource<T>(
  * target's ratio against the mean rows/s of the plain exports either side of it (the machine's load
  * drifts). `runs` rounds, the best ratio of each target kept.
  */
-async function backfillRatios(baseUrl: string, apiKey: string, dataset: string, runs: number, targets = ALL_TARGETS): Promise<Record<TargetKind, number>> {
+async function backfillRatios(baseUrl: string, apiKey: string, dataset: string, runs: number, targets = ALL_TARGETS, pids: ServicePids = {}): Promise<Record<TargetKind, number>> {
   const best: Record<TargetKind, number> = { postgres: 0, sqlite: 0, duckdb: 0 };
+  /** Each measurement's line, then where its CPU went (the machine's other work included). */
+  const logged = <M extends Measurement>(m: M, cpu: CpuAccount): M => {
+    log(line(m));
+    log(`    ${cpuLine(cpu)}`);
+    return m;
+  };
   for (let run = 0; run < runs; run++) {
-    const plain = async () => ({ ...(await measureHttp(baseUrl, apiKey, dataset, 5000)), name: `plain HTTP export ${dataset}` });
+    const plain = async () => {
+      const cpuBefore = cpuSnapshot(pids);
+      const m = await measureHttp(baseUrl, apiKey, dataset, 5000);
+      return logged({ ...m, name: `plain HTTP export ${dataset}` }, cpuSince(cpuBefore, pids));
+    };
     let before = await plain();
-    log(line(before));
     for (const { kind, label } of targets) {
-      const synced = await measureSync(`sync ${dataset} → ${label}`, baseUrl, apiKey, dataset, kind);
+      const measured = await measureSync(`sync ${dataset} → ${label}`, baseUrl, apiKey, dataset, kind, false, pids);
+      const synced = logged(measured, measured.cpu);
       const after = await plain();
       if (synced.rows !== before.rows) throw new Error(`row counts differ: export ${before.rows}, ${label} ${synced.rows}`);
       const reference = (rowsPerSecond(before) + rowsPerSecond(after)) / 2;
-      log(line(synced, reference));
-      log(line(after));
+      log(`    ${label}: ${(rowsPerSecond(synced) / reference).toFixed(2)}x the plain exports either side`);
       best[kind] = Math.max(best[kind], rowsPerSecond(synced) / reference);
       before = after;
     }
@@ -207,10 +225,10 @@ async function backfillRatios(baseUrl: string, apiKey: string, dataset: string, 
 }
 
 /** Every dataset kind of `kinds` backfilled into each of `targets`, `runs` interleaved rounds per kind (best ratio kept); logs one line per target. */
-async function allKindRatios(baseUrl: string, apiKey: string, datasets: Record<DatasetKind, string>, runs: number, targets = ALL_TARGETS, kinds: readonly DatasetKind[] = KINDS): Promise<SyncBackfillRatios> {
+async function allKindRatios(baseUrl: string, apiKey: string, datasets: Record<DatasetKind, string>, runs: number, targets = ALL_TARGETS, kinds: readonly DatasetKind[] = KINDS, pids: ServicePids = {}): Promise<SyncBackfillRatios> {
   const ratios = Object.fromEntries(ALL_TARGETS.map(({ kind }) => [kind, Object.fromEntries(KINDS.map((k) => [k, 0]))])) as SyncBackfillRatios;
   for (const kind of kinds) {
-    const measured = await backfillRatios(baseUrl, apiKey, datasets[kind], runs, targets);
+    const measured = await backfillRatios(baseUrl, apiKey, datasets[kind], runs, targets, pids);
     for (const { kind: target } of ALL_TARGETS) ratios[target][kind] = measured[target];
   }
   for (const { kind: target, label } of targets) {
@@ -226,7 +244,7 @@ async function allKindRatios(baseUrl: string, apiKey: string, datasets: Record<D
  * exportsvc_bench_sync and exportsvc_bench_sync_copy: not beside a running bench:sync.
  */
 export async function measureSyncBackfillRatios(options: { suppliers: number; submissions: number }): Promise<SyncBackfillRatios> {
-  return withSource(options, ({ baseUrl, apiKey, datasets }) => allKindRatios(baseUrl, apiKey, datasets, 1));
+  return withSource(options, ({ baseUrl, apiKey, datasets, pids }) => allKindRatios(baseUrl, apiKey, datasets, 1, ALL_TARGETS, KINDS, pids));
 }
 
 export function ratioLines(r: SyncBackfillRatios): string[] {
@@ -245,10 +263,10 @@ async function main() {
   const runs = num("BENCH_RUNS", 1);
   const parts = new Set((process.env.BENCH_SYNC_PARTS || "backfill,incremental,memory").split(",").map((p) => p.trim()));
   let ratios: SyncBackfillRatios | undefined;
-  await withSource({ suppliers, submissions }, async ({ pool, organizationId, baseUrl, apiKey, datasets }) => {
+  await withSource({ suppliers, submissions }, async ({ pool, organizationId, baseUrl, apiKey, datasets, pids }) => {
     if (parts.has("backfill")) {
       log(`\nbackfill, pages of 5000, interleaved with plain exports, best of ${runs} (load average ${loadAverage()}):`);
-      ratios = await allKindRatios(baseUrl, apiKey, datasets, runs, TARGETS, SELECTED_KINDS);
+      ratios = await allKindRatios(baseUrl, apiKey, datasets, runs, TARGETS, SELECTED_KINDS, pids);
       log(`targets: PostgreSQL and DuckDB >= 0.70x, SQLite >= 0.50x (load average ${loadAverage()})`);
     }
 

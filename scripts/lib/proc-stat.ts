@@ -28,3 +28,18 @@ export function processCpuMs(pid: number | undefined): number | undefined {
   const ticks = fields ? Number(fields[11]) + Number(fields[12]) : NaN;
   return Number.isFinite(ticks) ? ticks * MS_PER_TICK : undefined;
 }
+
+/**
+ * CPU time the whole machine has spent busy so far (every core: user, nice, system, irq, softirq,
+ * steal from /proc/stat's first line), in ms; undefined where /proc cannot tell.
+ */
+export function machineBusyMs(): number | undefined {
+  try {
+    const [, ...fields] = readFileSync("/proc/stat", "utf8").split("\n", 1)[0].trim().split(/\s+/);
+    const [user, nice, system, , , irq, softirq, steal] = fields.map(Number);
+    const ticks = user + nice + system + irq + softirq + (steal || 0);
+    return Number.isFinite(ticks) ? ticks * MS_PER_TICK : undefined;
+  } catch {
+    return undefined;
+  }
+}

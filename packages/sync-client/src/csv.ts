@@ -261,6 +261,14 @@ export async function splitCsvPage(body: Readable, request: string): Promise<Raw
 }
 
 /**
+ * How far a target's reading of a page's records may run ahead of its writing them (a buffer between
+ * CursorFieldReplaced and the database): with a page of up to this many bytes, the records are all
+ * seen (RawPageWrite.recordsSeen) while the database is still loading them. Bounded, so a page of
+ * wide rows still streams.
+ */
+export const PAGE_READ_AHEAD_BYTES = 8 * 1024 * 1024;
+
+/**
  * Raw records with each record's last field, its `_cursor` (always the last column and never quoted:
  * its characters need no quoting), replaced by a fixed value: PostgreSQL's COPY loads such records
  * straight into a dataset's table, the value filling the generation column where the cursor stood
@@ -277,7 +285,11 @@ export class CursorFieldReplaced extends Transform {
   private pending: Buffer[] = [];
   private last: Buffer | null = null;
 
-  constructor(private readonly replacement: string) {
+  /** `onEnd`: called once the body has ended cleanly, with the records counted and the last cursor. */
+  constructor(
+    private readonly replacement: string,
+    private readonly onEnd?: (page: { rows: number; lastCursor: string | null }) => void,
+  ) {
     super();
   }
 
@@ -323,7 +335,9 @@ export class CursorFieldReplaced extends Transform {
 
   override _flush(done: (err?: Error | null) => void): void {
     // A record cut short (the caller's clean-end check names it).
-    done(this.pending.length ? new Error("the body does not end with a record terminator") : null);
+    if (this.pending.length) return done(new Error("the body does not end with a record terminator"));
+    this.onEnd?.({ rows: this.rows, lastCursor: this.lastCursor });
+    done();
   }
 
   /**

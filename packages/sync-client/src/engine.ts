@@ -426,6 +426,9 @@ export class SyncEngine {
             generation: ds.generation,
             append: ds.appending,
             stateAfter: (page) => (next = advance(page.rows, page.lastCursor)),
+            recordsSeen: (page) => {
+              if (page.rows === this.limit && page.lastCursor) this.prefetch(entry, page.lastCursor);
+            },
           });
           count = written.rows;
         } else {
@@ -477,6 +480,8 @@ export class SyncEngine {
   }
 
   private prefetch(entry: ListingEntry, cursor: string) {
+    // Asked for already (as soon as the page's records were seen: RawPageWrite.recordsSeen).
+    if (this.prefetched.get(entry.key)?.cursor === cursor) return;
     this.discardPrefetch(entry.key);
     if (this.stopping) return;
     const response = this.client.openPage(entry, { cursor, limit: this.limit });

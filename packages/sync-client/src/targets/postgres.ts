@@ -6,11 +6,11 @@
  * its primary key built only when the append ends (ensureKey). The state lives in the
  * schema `dataset_sync`; copies live in the URL's schema (search_path, `public` by default).
  */
-import { Readable } from "node:stream";
+import { PassThrough, Readable } from "node:stream";
 import { pipeline } from "node:stream/promises";
 import { Pool, type PoolClient } from "pg";
 import { from as copyFrom } from "pg-copy-streams";
-import { CursorFieldError, CursorFieldReplaced, type Cell } from "../csv";
+import { CursorFieldError, CursorFieldReplaced, PAGE_READ_AHEAD_BYTES, type Cell } from "../csv";
 import { reviveDatasetState, type DatasetState, type SyncState } from "../state";
 import { columnTypes, quoteIdent as q, stagedColumns, STATE_SCHEMA as STATE } from "./sql";
 import { AppendRefused, GENERATION_COLUMN, type ContentComparison, type ContentDifferences, type FinishDataset, type FinishResult, type PageWrite, type RawPageWrite, type TablePlan, type Target, type TombstoneWrite } from "./target";
@@ -176,10 +176,10 @@ export class PostgresTarget implements Target {
       const columns = write.header.slice(0, write.cursorColumn);
       const typed = columns.filter((key) => postgresType(write.plan.columns[key]) !== "text").map(q);
       const options = typed.length ? `FORMAT csv, FORCE_NULL (${typed.join(", ")})` : "FORMAT csv";
-      const records = new CursorFieldReplaced(String(write.generation));
+      const records = new CursorFieldReplaced(String(write.generation), write.recordsSeen);
       const copy = client.query(copyFrom(`COPY ${q(write.plan.table)} (${columns.map(q).join(", ")}, ${q(GENERATION_COLUMN)}) FROM STDIN (${options})`));
       try {
-        await pipeline(write.records, records, copy);
+        await pipeline(write.records, records, new PassThrough({ highWaterMark: PAGE_READ_AHEAD_BYTES }), copy);
       } catch (err) {
         write.assertCleanEnd();
         if ((err as { code?: string }).code === UNIQUE_VIOLATION) throw new AppendRefused("a key of the page is stored already");

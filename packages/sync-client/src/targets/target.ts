@@ -41,6 +41,12 @@ export interface RawPageWrite {
   /** See {@link AppendRefused}. */
   append: boolean;
   stateAfter(page: { rows: number; lastCursor: string | null }): DatasetState;
+  /**
+   * Called, where the target can tell, as soon as every record of the body has been seen, before
+   * they are all written: the engine asks for the next page then, so the export produces it while
+   * this one is still being written.
+   */
+  recordsSeen?(page: { rows: number; lastCursor: string | null }): void;
 }
 
 /**
