@@ -7,6 +7,9 @@ import { machineBusyMs, processCpuMs } from "../lib/proc-stat";
  * as the machine's remainder, not one by one). Linux only; elsewhere every figure is NaN.
  */
 export interface CpuSnapshot {
+  at: bigint;
+  /** The processes named, read again by cpuSince. */
+  pids: Record<string, number | undefined>;
   machine: number;
   processes: Record<string, number>;
   self: number;
@@ -24,19 +27,20 @@ export interface CpuAccount {
 
 const seconds = (ms: number | undefined) => (ms === undefined ? NaN : ms / 1000);
 
-export function cpuSnapshot(pids: Record<string, number | undefined>): CpuSnapshot & { at: bigint } {
+export function cpuSnapshot(pids: Record<string, number | undefined>): CpuSnapshot {
   const usage = process.cpuUsage();
   return {
     at: process.hrtime.bigint(),
+    pids,
     machine: seconds(machineBusyMs()),
     processes: Object.fromEntries(Object.entries(pids).map(([name, pid]) => [name, seconds(processCpuMs(pid))])),
     self: (usage.user + usage.system) / 1e6,
   };
 }
 
-export function cpuSince(before: CpuSnapshot & { at: bigint }, pids: Record<string, number | undefined>): CpuAccount {
-  const now = cpuSnapshot(pids);
-  const processes = Object.fromEntries(Object.keys(pids).map((name) => [name, now.processes[name] - before.processes[name]]));
+export function cpuSince(before: CpuSnapshot): CpuAccount {
+  const now = cpuSnapshot(before.pids);
+  const processes = Object.fromEntries(Object.keys(before.pids).map((name) => [name, now.processes[name] - before.processes[name]]));
   const machine = now.machine - before.machine;
   const self = now.self - before.self;
   const named = Object.values(processes).reduce((a, b) => a + (Number.isFinite(b) ? b : 0), 0);

@@ -125,7 +125,7 @@ async function measureSync(name: string, baseUrl: string, apiKey: string, datase
       },
     }).runOnce();
     const seconds = secondsSince(started);
-    const cpu = cpuSince(cpuBefore, pids);
+    const cpu = cpuSince(cpuBefore);
     if (summary.failed.length) throw new Error(`${name}: ${JSON.stringify(summary.failed)}`);
     return { name, rows: summary.rows, bytes, pages, seconds, cpu, peakRssGrowthMb: sampleRss ? (peak - before) / 1e6 : undefined };
   } finally {
@@ -207,7 +207,7 @@ async function backfillRatios(baseUrl: string, apiKey: string, dataset: string, 
     const plain = async () => {
       const cpuBefore = cpuSnapshot(pids);
       const m = await measureHttp(baseUrl, apiKey, dataset, 5000);
-      return logged({ ...m, name: `plain HTTP export ${dataset}` }, cpuSince(cpuBefore, pids));
+      return logged({ ...m, name: `plain HTTP export ${dataset}` }, cpuSince(cpuBefore));
     };
     let before = await plain();
     for (const { kind, label } of targets) {

@@ -19,6 +19,17 @@ const id = (i: number) => `00000000-0000-4000-8000-${String(i).padStart(12, "0")
 /** ~1.5 MB of records: more than the stream buffers between the body and COPY hold without the read-ahead. */
 const page = Array.from({ length: ROWS }, (_, i) => `${id(i)},2024-01-01T00:00:00.000Z,"product ${i}, ${"x".repeat(20)}",cursor${i}\n`).join("");
 
+/** One statement on its own connection (creating and dropping the test's database, clearing it). */
+async function run(connectionString: string, sql: string): Promise<void> {
+  const c = new Client({ connectionString });
+  await c.connect();
+  try {
+    await c.query(sql);
+  } finally {
+    await c.end();
+  }
+}
+
 describe("PostgreSQL target: an appended page's records seen before they are written", () => {
   const database = `sync_read_ahead_${randomBytes(4).toString("hex")}`;
   const url = new URL(SERVER);
@@ -26,18 +37,8 @@ describe("PostgreSQL target: an appended page's records seen before they are wri
   let target: PostgresTarget;
   let state: DatasetState;
 
-  beforeAll(async () => {
-    const admin = new Client({ connectionString: SERVER });
-    await admin.connect();
-    await admin.query(`CREATE DATABASE ${database}`);
-    await admin.end();
-  });
-  afterAll(async () => {
-    const admin = new Client({ connectionString: SERVER });
-    await admin.connect();
-    await admin.query(`DROP DATABASE IF EXISTS ${database} WITH (FORCE)`);
-    await admin.end();
-  });
+  beforeAll(() => run(SERVER, `CREATE DATABASE ${database}`));
+  afterAll(() => run(SERVER, `DROP DATABASE IF EXISTS ${database} WITH (FORCE)`));
   beforeEach(async () => {
     target = new PostgresTarget(url.toString());
     await target.open({ writer: true });
@@ -47,10 +48,7 @@ describe("PostgreSQL target: an appended page's records seen before they are wri
   });
   afterEach(async () => {
     await target.close();
-    const admin = new Client({ connectionString: url.toString() });
-    await admin.connect();
-    await admin.query(`DROP SCHEMA public CASCADE; CREATE SCHEMA public`);
-    await admin.end();
+    await run(url.toString(), "DROP SCHEMA public CASCADE; CREATE SCHEMA public");
   });
 
   function write(records: Readable, events: string[]): RawPageWrite {

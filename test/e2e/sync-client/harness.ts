@@ -118,18 +118,35 @@ export async function withTarget<T>(url: string, work: (t: Target) => Promise<T>
   }
 }
 
+/** One connection to a PostgreSQL copy for `work`, closed after it. */
+async function onPostgres<T>(db: TargetDb, work: (c: Client) => Promise<T>): Promise<T> {
+  const c = new Client({ connectionString: db.url });
+  await c.connect();
+  try {
+    return await work(c);
+  } finally {
+    await c.end();
+  }
+}
+
+/** The SQLite copy's file opened for `work`, closed after it. */
+function onSqlite<T>(db: TargetDb, work: (d: Database.Database) => T, options: { readonly?: boolean } = {}): T {
+  const d = new Database(db.url.replace(/^sqlite:/, ""), options);
+  try {
+    return work(d);
+  } finally {
+    d.close();
+  }
+}
+
 /** The copy of one table as export-form text (booleans t/f, nulls as null). */
 export async function copyRows(db: TargetDb, table: string, columns: string[]): Promise<Array<Record<string, string | null>>> {
   if (db.kind === "postgres") {
-    const c = new Client({ connectionString: db.url });
-    await c.connect();
-    try {
+    return onPostgres(db, async (c) => {
       await c.query("SET TimeZone = 'UTC'");
       const cols = columns.map((k) => `CASE WHEN pg_typeof("${k}") = 'boolean'::regtype THEN left("${k}"::text, 1) ELSE "${k}"::text END AS "${k}"`);
       return (await c.query(`SELECT ${cols.join(", ")} FROM "${table}"`)).rows;
-    } finally {
-      await c.end();
-    }
+    });
   }
   if (db.kind === "duckdb") {
     // Numbers are DOUBLE, read as JS numbers (normalizeExportRow reads the export's the same way); booleans as t/f like the export.
@@ -138,58 +155,36 @@ export async function copyRows(db: TargetDb, table: string, columns: string[]): 
       Object.fromEntries(columns.map((k) => [k, r[`${k}$number`] !== null && r[`${k}$number`] !== undefined ? String(r[`${k}$number`]) : (r[k] as string | null)])),
     );
   }
-  const d = new Database(db.url.replace(/^sqlite:/, ""), { readonly: true });
-  try {
-    return (d.prepare(`SELECT ${columns.map((k) => `"${k}"`).join(", ")} FROM "${table}"`).all() as Array<Record<string, unknown>>).map((r) =>
-      Object.fromEntries(Object.entries(r).map(([k, v]) => [k, v === null ? null : typeof v === "number" ? String(v) : String(v)])),
-    );
-  } finally {
-    d.close();
-  }
+  return onSqlite(
+    db,
+    (d) =>
+      (d.prepare(`SELECT ${columns.map((k) => `"${k}"`).join(", ")} FROM "${table}"`).all() as Array<Record<string, unknown>>).map((r) =>
+        Object.fromEntries(Object.entries(r).map(([k, v]) => [k, v === null ? null : typeof v === "number" ? String(v) : String(v)])),
+      ),
+    { readonly: true },
+  );
 }
 
 /** Whether the copy's table has a unique key (PostgreSQL: its primary key; SQLite: a unique index); DuckDB tables have none. */
 export async function hasUniqueKey(db: TargetDb, table: string): Promise<boolean> {
   if (db.kind === "postgres") {
-    const c = new Client({ connectionString: db.url });
-    await c.connect();
-    try {
-      return (await c.query("SELECT 1 FROM pg_constraint WHERE conrelid = to_regclass($1) AND contype = 'p'", [`"${table}"`])).rowCount === 1;
-    } finally {
-      await c.end();
-    }
+    return onPostgres(db, async (c) => (await c.query("SELECT 1 FROM pg_constraint WHERE conrelid = to_regclass($1) AND contype = 'p'", [`"${table}"`])).rowCount === 1);
   }
   if (db.kind === "duckdb") throw new Error("DuckDB copies declare no key");
-  const d = new Database(db.url.replace(/^sqlite:/, ""), { readonly: true });
-  try {
-    return d.prepare(`SELECT 1 FROM pragma_index_list(?) WHERE "unique" = 1`).get(table) !== undefined;
-  } finally {
-    d.close();
-  }
+  return onSqlite(db, (d) => d.prepare(`SELECT 1 FROM pragma_index_list(?) WHERE "unique" = 1`).get(table) !== undefined, { readonly: true });
 }
 
 /** Runs statements on the copy (a test tampering with it, as a person or a bug might). */
 export async function execOnCopy(db: TargetDb, sql: string): Promise<void> {
   if (db.kind === "postgres") {
-    const c = new Client({ connectionString: db.url });
-    await c.connect();
-    try {
-      await c.query(sql);
-    } finally {
-      await c.end();
-    }
+    await onPostgres(db, (c) => c.query(sql));
     return;
   }
   if (db.kind === "duckdb") {
     await onDuckdb(db, sql);
     return;
   }
-  const d = new Database(db.url.replace(/^sqlite:/, ""));
-  try {
-    d.exec(sql);
-  } finally {
-    d.close();
-  }
+  onSqlite(db, (d) => d.exec(sql));
 }
 
 /** Export rows and copy rows keyed alike and compared as text; booleans in SQLite are 1/0. */
