@@ -6,12 +6,11 @@
  */
 import { randomBytes } from "node:crypto";
 import { Readable } from "node:stream";
-import { Client } from "pg";
 import { newDatasetState, type DatasetState } from "../src/state";
 import { PostgresTarget } from "../src/targets/postgres";
 import type { RawPageWrite, TablePlan } from "../src/targets/target";
+import { databaseUrl, onItsOwnConnection as run, SERVER } from "./postgres-admin";
 
-const SERVER = process.env.DATABASE_URL || "postgres://postgres@127.0.0.1:5432/postgres";
 const PLAN: TablePlan = { table: "resources_products", keyColumns: ["id"], columns: { id: "uuid", last_modified: "dateTime", name: "text" } };
 const HEADER = ["id", "last_modified", "name", "_cursor"];
 const ROWS = 20_000;
@@ -19,28 +18,16 @@ const id = (i: number) => `00000000-0000-4000-8000-${String(i).padStart(12, "0")
 /** ~1.5 MB of records: more than the stream buffers between the body and COPY hold without the read-ahead. */
 const page = Array.from({ length: ROWS }, (_, i) => `${id(i)},2024-01-01T00:00:00.000Z,"product ${i}, ${"x".repeat(20)}",cursor${i}\n`).join("");
 
-/** One statement on its own connection (creating and dropping the test's database, clearing it). */
-async function run(connectionString: string, sql: string): Promise<void> {
-  const c = new Client({ connectionString });
-  await c.connect();
-  try {
-    await c.query(sql);
-  } finally {
-    await c.end();
-  }
-}
-
 describe("PostgreSQL target: an appended page's records seen before they are written", () => {
   const database = `sync_read_ahead_${randomBytes(4).toString("hex")}`;
-  const url = new URL(SERVER);
-  url.pathname = `/${database}`;
+  const url = databaseUrl(database);
   let target: PostgresTarget;
   let state: DatasetState;
 
   beforeAll(() => run(SERVER, `CREATE DATABASE ${database}`));
   afterAll(() => run(SERVER, `DROP DATABASE IF EXISTS ${database} WITH (FORCE)`));
   beforeEach(async () => {
-    target = new PostgresTarget(url.toString());
+    target = new PostgresTarget(url);
     await target.open({ writer: true });
     state = { ...newDatasetState(PLAN.table, PLAN.table), generation: 1, inProgress: true };
     state.columns = await target.ensureTable(PLAN, {});
@@ -48,7 +35,7 @@ describe("PostgreSQL target: an appended page's records seen before they are wri
   });
   afterEach(async () => {
     await target.close();
-    await run(url.toString(), "DROP SCHEMA public CASCADE; CREATE SCHEMA public");
+    await run(url, "DROP SCHEMA public CASCADE; CREATE SCHEMA public");
   });
 
   function write(records: Readable, events: string[]): RawPageWrite {

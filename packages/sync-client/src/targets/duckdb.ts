@@ -18,6 +18,10 @@ import { GENERATION_COLUMN, type ContentComparison, type ContentDifferences, typ
 
 export const duckdbType = columnTypes({ text: "VARCHAR", number: "DOUBLE", boolean: "BOOLEAN", dateTime: "TIMESTAMPTZ", localDateTime: "TIMESTAMP", date: "DATE", uuid: "UUID" }, "VARCHAR");
 
+/** duckdb_columns()' data_type of a type duckdbType gives, where it spells it differently. */
+const STORED_SPELLING: Record<string, string> = { TIMESTAMPTZ: "TIMESTAMP WITH TIME ZONE" };
+const storedType = (type: string) => STORED_SPELLING[duckdbType(type)] ?? duckdbType(type);
+
 const STAGE = q("sync$stage");
 const FRESH_STAGE = q("sync$fresh_stage");
 const FRESH = q("sync$fresh");
@@ -127,19 +131,23 @@ export class DuckDBTarget implements Target {
         // No PRIMARY KEY: see upsertFromStage (the keys are kept unique by each page's delete-then-append).
         `CREATE TABLE IF NOT EXISTS ${q(plan.table)} (${cols.join(", ")}, ${q(GENERATION_COLUMN)} BIGINT NOT NULL DEFAULT 0)`,
       );
-      const existing = new Set(
-        (await this.rows("SELECT column_name FROM duckdb_columns() WHERE schema_name = 'main' AND table_name = ? AND database_name = current_database()", [plan.table])).map((r) => r.column_name as string),
+      const existing = new Map(
+        (await this.rows("SELECT column_name, data_type FROM duckdb_columns() WHERE schema_name = 'main' AND table_name = ? AND database_name = current_database()", [plan.table])).map(
+          (r) => [r.column_name as string, r.data_type as string],
+        ),
       );
       const next = { ...applied };
       for (const [key, type] of Object.entries(plan.columns)) {
-        if (!existing.has(key)) {
+        const stored = existing.get(key);
+        if (stored === undefined) {
           await this.db.run(`ALTER TABLE ${q(plan.table)} ADD COLUMN IF NOT EXISTS ${q(key)} ${duckdbType(type)}`);
           next[key] = type;
-        } else if (next[key] === undefined) {
+        } else if (stored === storedType(type) || plan.keyColumns.includes(key)) {
           next[key] = type;
-        } else if (duckdbType(next[key]) !== duckdbType(type) && !plan.keyColumns.includes(key)) {
-          // A retyped field: widen to text, which holds every value; never drop.
-          if (duckdbType(next[key]) !== "VARCHAR") await this.db.run(`ALTER TABLE ${q(plan.table)} ALTER COLUMN ${q(key)} TYPE VARCHAR`);
+        } else {
+          // A retyped field: widen to text, which holds every value; never drop. Judged by the
+          // table's own column, not by the state (see the PostgreSQL target).
+          if (stored !== "VARCHAR") await this.db.run(`ALTER TABLE ${q(plan.table)} ALTER COLUMN ${q(key)} TYPE VARCHAR`);
           next[key] = "text";
         }
       }

@@ -17,6 +17,9 @@ import { AppendRefused, GENERATION_COLUMN, type ContentComparison, type ContentD
 
 export const postgresType = columnTypes({ text: "text", number: "numeric", boolean: "boolean", dateTime: "timestamptz", localDateTime: "timestamp", date: "date", uuid: "uuid" }, "text");
 
+/** information_schema's udt_name of each type postgresType gives (how a stored column's type is read back). */
+const UDT_NAME: Record<string, string> = { text: "text", numeric: "numeric", boolean: "bool", timestamptz: "timestamptz", timestamp: "timestamp", date: "date", uuid: "uuid" };
+
 const WRITER_LOCK = "hashtext('dataset_sync writer')";
 
 export class PostgresTarget implements Target {
@@ -87,16 +90,17 @@ export class PostgresTarget implements Target {
       );
       const next = { ...applied };
       for (const [key, type] of Object.entries(plan.columns)) {
-        if (!existing.has(key)) {
+        const stored = existing.get(key);
+        if (stored === undefined) {
           await client.query(`ALTER TABLE ${q(plan.table)} ADD COLUMN IF NOT EXISTS ${q(key)} ${postgresType(type)}`);
           next[key] = type;
-        } else if (next[key] === undefined) {
+        } else if (stored === UDT_NAME[postgresType(type)] || plan.keyColumns.includes(key)) {
           next[key] = type;
-        } else if (postgresType(next[key]) !== postgresType(type) && !plan.keyColumns.includes(key)) {
-          // A retyped field: widen to text, which holds every value; never drop.
-          if (postgresType(next[key]) !== "text") {
-            await client.query(`ALTER TABLE ${q(plan.table)} ALTER COLUMN ${q(key)} TYPE text USING ${q(key)}::text`);
-          }
+        } else {
+          // A retyped field: widen to text, which holds every value; never drop. Judged by the
+          // table's own column, not by the state: a pass that created the table and failed before it
+          // saved any state leaves a typed column that the state does not know.
+          if (stored !== "text") await client.query(`ALTER TABLE ${q(plan.table)} ALTER COLUMN ${q(key)} TYPE text USING ${q(key)}::text`);
           next[key] = "text";
         }
       }
