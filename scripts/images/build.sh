@@ -25,13 +25,19 @@ tag="${IMAGE_TAG:-$(image_tag)}"
 commit="$(git rev-parse HEAD)"
 build_date="$(date -u +%Y-%m-%dT%H:%M:%SZ)"
 
+# The Dockerfile's target for a service: the services that stream pages run with their own V8 flags
+# (SERVICE_NODE_FLAGS in scripts/lib/stack.ts; docs/deployment.md, "Node flags").
+target_of() {
+  case "$1" in gateway|export) echo page-streaming-service;; *) echo service;; esac
+}
+
 for service in "${SERVICES[@]}"; do
   image="$IMAGE_REPO-$service:$tag"
   note "$image (FROM $base_image)" >&2
   start=$SECONDS
   # Layers are cached (podman's default): the stages all four images share are built once.
   pm build --network host --layers \
-    --target service --build-arg SERVICE="$service" \
+    --target "$(target_of "$service")" --build-arg SERVICE="$service" \
     --build-arg NODE_IMAGE="$base_image" \
     --build-arg IMAGE_TAG="$tag" \
     --build-arg GIT_COMMIT="$commit" \

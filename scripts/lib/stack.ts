@@ -65,19 +65,27 @@ function serviceEnv(name: ServiceName, opts: StackOptions): Record<string, strin
 }
 
 /**
- * V8 flags every service runs with, here and in the images' CMD (the Dockerfile test compares them).
- * --heap-growing-percent=100: after each full GC the old generation may grow to twice its live size.
- * V8 counts external memory (the Buffers a streamed page passes through) allocated since the last
- * full GC against that headroom; with its own factor (1.4 here) a process that streams ~100 MB/s
- * could start a full GC every ~100 ms and keep doing so, tripling the gateway's CPU per byte
+ * V8 flags each service runs with, here and in its image's CMD (the Dockerfile tests compare them).
+ * --heap-growing-percent=100, for the services that stream pages (gateway, export): after each full
+ * GC the old generation may grow to twice its live size. V8 counts external memory (the Buffers a
+ * streamed page passes through) allocated since the last full GC against that headroom; with its own
+ * factor (1.4 here) a process that streams ~100 MB/s could start a full GC every ~100 ms and keep
+ * doing so, tripling the gateway's CPU per byte. The catalog and the schema service stream nothing;
+ * the flag would only stop V8 from shrinking their heaps when idle, so they run without it
  * (docs/deployment.md, "Node flags").
  */
-export const SERVICE_NODE_FLAGS = ["--heap-growing-percent=100"];
+const PAGE_STREAMING_FLAGS: readonly string[] = ["--heap-growing-percent=100"];
+export const SERVICE_NODE_FLAGS: Readonly<Record<ServiceName, readonly string[]>> = {
+  gateway: PAGE_STREAMING_FLAGS,
+  export: PAGE_STREAMING_FLAGS,
+  catalog: [],
+  schema: [],
+};
 
 export function spawnService(name: ServiceName, env: Record<string, string>, output: "inherit" | "collect", logs: string[]): ChildProcess {
   // As in the images: the service's tracing preloaded before its main (docs/observability.md).
   const src = join(ROOT, "services", name, "src");
-  const child = spawn(process.execPath, [...SERVICE_NODE_FLAGS, "--import", "tsx", "--import", join(src, "tracing.ts"), join(src, "main.ts")], {
+  const child = spawn(process.execPath, [...SERVICE_NODE_FLAGS[name], "--import", "tsx", "--import", join(src, "tracing.ts"), join(src, "main.ts")], {
     cwd: ROOT,
     env: { ...process.env, ...env, NODE_ENV: process.env.NODE_ENV ?? "development" },
     stdio: output === "inherit" ? ["ignore", "inherit", "inherit"] : ["ignore", "pipe", "pipe"],

@@ -98,6 +98,8 @@ export interface EndpointSummary {
   p99: number | null;
   /** Whole response, every endpoint. */
   totalP99: number | null;
+  /** p99 of the timed figure by status (a listing's 200s, which build a listing, against its 304s). */
+  p99ByStatus: Record<string, number | null>;
 }
 
 /** Per endpoint: counts by status and latency percentiles (ms) of the successful responses (2xx/304). */
@@ -115,7 +117,9 @@ export function summarize(observations: Observation[]): Partial<Record<Endpoint,
     const ok = obs.filter((o) => o.status === "304" || o.status.startsWith("2"));
     const timed = ok.map((o) => (endpoint === "listing" ? o.totalMs : o.headMs));
     const totals = ok.map((o) => o.totalMs);
-    out[endpoint] = { requests: obs.length, statuses, p50: percentile(timed, 50), p95: percentile(timed, 95), p99: percentile(timed, 99), totalP99: percentile(totals, 99) };
+    const p99ByStatus: Record<string, number | null> = {};
+    for (const status of new Set(ok.map((o) => o.status))) p99ByStatus[status] = percentile(ok.filter((o) => o.status === status).map((o) => (endpoint === "listing" ? o.totalMs : o.headMs)), 99);
+    out[endpoint] = { requests: obs.length, statuses, p50: percentile(timed, 50), p95: percentile(timed, 95), p99: percentile(timed, 99), totalP99: percentile(totals, 99), p99ByStatus };
   }
   return out;
 }

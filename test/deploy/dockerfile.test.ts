@@ -1,7 +1,8 @@
 import { existsSync, readdirSync, readFileSync } from "node:fs";
 import { join } from "node:path";
 import { repoPath } from "./kustomize";
-import { SERVICE_NODE_FLAGS } from "../../scripts/lib/stack";
+import { execFileSync } from "node:child_process";
+import { SERVICE_NODE_FLAGS, type ServiceName } from "../../scripts/lib/stack";
 
 /**
  * No Docker engine runs on our machines, so the Dockerfile is checked for the properties the
@@ -53,10 +54,36 @@ describe("Dockerfile", () => {
     expect(stage.join("\n")).toContain('LABEL org.opencontainers.image.title="dataset-export-${SERVICE}"');
     // No stage per service: the one definition is all there is.
     for (const service of SERVICES) expect(stages.has(service)).toBe(false);
-    // The image build passes each service's name to that stage, for exactly the four services.
+    // The image build passes each service's name to the target it runs from, for exactly the four services.
     const build = readFileSync(repoPath("scripts", "images", "build.sh"), "utf8");
-    expect(build).toContain('--target service --build-arg SERVICE="$service"');
+    expect(build).toContain('--target "$(target_of "$service")" --build-arg SERVICE="$service"');
     expect(/^SERVICES=\(([^)]*)\)$/m.exec(build)?.[1].split(" ")).toEqual(SERVICES);
+  });
+
+  /** The CMD a stage ends with (the last one wins), as the exec-form array. */
+  function stageCmd(name: string): string[] {
+    const cmds = stages.get(name)!.filter((l) => l.startsWith("CMD "));
+    return JSON.parse(cmds[cmds.length - 1].slice(4)) as string[];
+  }
+
+  /** The target scripts/images/build.sh builds a service from, by running its own target_of. */
+  function targetOf(service: string): string {
+    const build = readFileSync(repoPath("scripts", "images", "build.sh"), "utf8");
+    const fn = /^target_of\(\) \{\n[\s\S]*?\n\}$/m.exec(build);
+    expect(fn).not.toBeNull();
+    return execFileSync("bash", ["-c", `${fn![0]}\ntarget_of "$1"`, "target_of", service], { encoding: "utf8" }).trim();
+  }
+
+  it.each(SERVICES)("%s's image runs node with the service's own V8 flags (SERVICE_NODE_FLAGS)", (service) => {
+    const target = targetOf(service);
+    expect(stages.has(target)).toBe(true);
+    // Every target is the service stage, or a stage built on it that only changes the command.
+    if (target !== "service") {
+      expect(stages.get(target)![0]).toBe(`FROM service AS ${target}`);
+      expect(stages.get(target)!.slice(1).every((l) => l.startsWith("CMD "))).toBe(true);
+    }
+    const cmd = target === "service" ? stageCmd("runtime") : stageCmd(target);
+    expect(cmd).toEqual(["node", "--enable-source-maps", ...SERVICE_NODE_FLAGS[service as ServiceName], "--import", "./dist/tracing.js", "dist/main.js"]);
   });
 
   it.each(SERVICES)("%s's build script writes the bundle the service stage ships", (service) => {
@@ -87,9 +114,6 @@ describe("Dockerfile", () => {
       expect(runtime).toMatch(new RegExp(`^ARG ${arg}=`, "m"));
       expect(runtime).toContain(`${arg}=\${${arg}}`);
     }
-    // The services run with the same V8 flags as every process the stack script starts.
-    const cmd = ["node", "--enable-source-maps", ...SERVICE_NODE_FLAGS, "--import", "./dist/tracing.js", "dist/main.js"];
-    expect(runtime).toContain(`CMD ${JSON.stringify(cmd).replace(/","/g, '", "')}`);
     // podman/buildah's layer cache ignores build-argument values in ENV; a RUN reading them busts it.
     expect(runtime).toMatch(/^ARG BUILD_DATE=.*\nRUN test -n "\$IMAGE_TAG"/m);
     // Nothing after USER switches back to root.

@@ -70,9 +70,12 @@ describe("image hygiene", () => {
     expect(sourcesContent).toBe("0");
   });
 
-  it("node is PID 1 and the command enables source maps and the services' V8 flags", async () => {
-    const cmd = JSON.parse(await podmanOk(["image", "inspect", "--format", "{{json .Config.Cmd}}", images.image("gateway")])) as string[];
-    expect(cmd).toEqual(["node", "--enable-source-maps", ...SERVICE_NODE_FLAGS, "--import", "./dist/tracing.js", "dist/main.js"]);
+  it.each(COMPONENTS)("%s: the command enables source maps and the service's own V8 flags", async (component) => {
+    const cmd = JSON.parse(await podmanOk(["image", "inspect", "--format", "{{json .Config.Cmd}}", images.image(component)])) as string[];
+    expect(cmd).toEqual(["node", "--enable-source-maps", ...SERVICE_NODE_FLAGS[component], "--import", "./dist/tracing.js", "dist/main.js"]);
+  });
+
+  it("node is PID 1", async () => {
     const r = await run("gateway", ["node", "-e", "console.log(process.pid)"]);
     expect(r.stdout.trim()).toBe("1");
   });
