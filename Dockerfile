@@ -94,8 +94,9 @@ LABEL org.opencontainers.image.title="dataset-export" \
 USER 1000:1000
 # node is PID 1: the services handle SIGTERM themselves (graceful drain, SHUTDOWN_GRACE_MS).
 # dist/tracing.js is preloaded so that tracing runs before main.js loads what it instruments.
-# V8 flags per service: SERVICE_NODE_FLAGS in scripts/lib/stack.ts (docs/deployment.md, "Node flags").
-CMD ["node", "--enable-source-maps", "--import", "./dist/tracing.js", "dist/main.js"]
+# --heap-growing-percent=100 for gateway, export and schema; the catalog's image has its own CMD
+# below. V8 flags per service: SERVICE_NODE_FLAGS in scripts/lib/stack.ts (docs/deployment.md, "Node flags").
+CMD ["node", "--enable-source-maps", "--heap-growing-percent=100", "--import", "./dist/tracing.js", "dist/main.js"]
 
 # Every service image, from this one stage: SERVICE (gateway, catalog, export or schema) picks the
 # bundle; a SERVICE without a bundle fails the COPY. The ports a service listens on are its
@@ -105,8 +106,8 @@ ARG SERVICE
 COPY --from=build --chown=0:0 /src/services/${SERVICE}/dist/main.js /src/services/${SERVICE}/dist/main.js.map /src/services/${SERVICE}/dist/tracing.js /src/services/${SERVICE}/dist/tracing.js.map ./dist/
 LABEL org.opencontainers.image.title="dataset-export-${SERVICE}"
 
-# The services that stream pages (gateway, export; scripts/images/build.sh picks this target for
-# them): the same image with --heap-growing-percent=100, so that the Buffers a page passes through do
-# not start a full collection every ~100 ms (docs/deployment.md, "Node flags").
-FROM service AS page-streaming-service
-CMD ["node", "--enable-source-maps", "--heap-growing-percent=100", "--import", "./dist/tracing.js", "dist/main.js"]
+# The catalog (scripts/images/build.sh picks this target for it): the same image with its own V8
+# flags, a young generation capped at 4 MB and V8's own old-generation growth (docs/deployment.md,
+# "Node flags").
+FROM service AS catalog-service
+CMD ["node", "--enable-source-maps", "--max-semi-space-size=4", "--import", "./dist/tracing.js", "dist/main.js"]

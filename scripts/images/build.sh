@@ -25,10 +25,10 @@ tag="${IMAGE_TAG:-$(image_tag)}"
 commit="$(git rev-parse HEAD)"
 build_date="$(date -u +%Y-%m-%dT%H:%M:%SZ)"
 
-# The Dockerfile's target for a service: the services that stream pages run with their own V8 flags
-# (SERVICE_NODE_FLAGS in scripts/lib/stack.ts; docs/deployment.md, "Node flags").
+# The Dockerfile's target for a service: the catalog runs with its own V8 flags (SERVICE_NODE_FLAGS
+# in scripts/lib/stack.ts; docs/deployment.md, "Node flags").
 target_of() {
-  case "$1" in gateway|export) echo page-streaming-service;; *) echo service;; esac
+  case "$1" in catalog) echo catalog-service;; *) echo service;; esac
 }
 
 for service in "${SERVICES[@]}"; do

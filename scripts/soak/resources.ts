@@ -34,19 +34,26 @@ export interface V8Memory {
   heapTotalBytes: number | null;
   /** Outside the heap: Buffers and other backing stores (nodejs_external_memory_bytes). */
   externalBytes: number | null;
+  /** The young generation's part of heapTotalBytes (nodejs_heap_space_size_total_bytes{space="new"}). */
+  newSpaceBytes: number | null;
 }
 
 export async function v8Memory(metricsPort: number): Promise<V8Memory> {
   try {
     const res = await fetch(`http://127.0.0.1:${metricsPort}/metrics`, { signal: AbortSignal.timeout(3000) });
     const text = await res.text();
-    const gauge = (name: string) => {
-      const m = new RegExp(`^${name}(?:\\{[^}]*\\})? ([0-9.e+]+)$`, "m").exec(text);
+    const gauge = (name: string, labels = "(?:\\{[^}]*\\})?") => {
+      const m = new RegExp(`^${name}${labels} ([0-9.e+]+)$`, "m").exec(text);
       return m ? Number(m[1]) : null;
     };
-    return { heapUsedBytes: gauge("nodejs_heap_size_used_bytes"), heapTotalBytes: gauge("nodejs_heap_size_total_bytes"), externalBytes: gauge("nodejs_external_memory_bytes") };
+    return {
+      heapUsedBytes: gauge("nodejs_heap_size_used_bytes"),
+      heapTotalBytes: gauge("nodejs_heap_size_total_bytes"),
+      externalBytes: gauge("nodejs_external_memory_bytes"),
+      newSpaceBytes: gauge("nodejs_heap_space_size_total_bytes", '\\{[^}]*space="new"[^}]*\\}'),
+    };
   } catch {
-    return { heapUsedBytes: null, heapTotalBytes: null, externalBytes: null };
+    return { heapUsedBytes: null, heapTotalBytes: null, externalBytes: null, newSpaceBytes: null };
   }
 }
 
