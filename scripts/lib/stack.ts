@@ -77,11 +77,11 @@ function serviceEnv(name: ServiceName, opts: StackOptions): Record<string, strin
  * it, so its resident memory rose by a fifth; with the flag its old generation also grew to twice
  * its live size over 25 minutes, so the catalog runs without it.
  */
-const STREAMING_HEAP_FLAGS: readonly string[] = ["--heap-growing-percent=100"];
+const HEAP_GROWTH_FLAGS: readonly string[] = ["--heap-growing-percent=100"];
 export const SERVICE_NODE_FLAGS: Readonly<Record<ServiceName, readonly string[]>> = {
-  gateway: STREAMING_HEAP_FLAGS,
-  export: STREAMING_HEAP_FLAGS,
-  schema: STREAMING_HEAP_FLAGS,
+  gateway: HEAP_GROWTH_FLAGS,
+  export: HEAP_GROWTH_FLAGS,
+  schema: HEAP_GROWTH_FLAGS,
   catalog: ["--max-semi-space-size=4"],
 };
 

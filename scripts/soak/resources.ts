@@ -38,10 +38,15 @@ export interface V8Memory {
   newSpaceBytes: number | null;
 }
 
+/** A service's Prometheus exposition text from its metrics port (throws when it cannot be read). */
+export async function metricsText(metricsPort: number): Promise<string> {
+  const res = await fetch(`http://127.0.0.1:${metricsPort}/metrics`, { signal: AbortSignal.timeout(3000) });
+  return res.text();
+}
+
 export async function v8Memory(metricsPort: number): Promise<V8Memory> {
   try {
-    const res = await fetch(`http://127.0.0.1:${metricsPort}/metrics`, { signal: AbortSignal.timeout(3000) });
-    const text = await res.text();
+    const text = await metricsText(metricsPort);
     const gauge = (name: string, labels = "(?:\\{[^}]*\\})?") => {
       const m = new RegExp(`^${name}${labels} ([0-9.e+]+)$`, "m").exec(text);
       return m ? Number(m[1]) : null;

@@ -1,3 +1,5 @@
+import { metricsText } from "./resources";
+
 /**
  * The gateway's own account of how long it took to answer (http_request_duration_seconds, from its
  * /metrics), beside the latency the soak's consumers measure. The consumers share one event loop
@@ -22,8 +24,7 @@ export function routeBuckets(metricsText: string, route: string): BucketCounts {
 
 export async function readRouteBuckets(metricsPort: number, route: string): Promise<BucketCounts | null> {
   try {
-    const res = await fetch(`http://127.0.0.1:${metricsPort}/metrics`, { signal: AbortSignal.timeout(3000) });
-    return routeBuckets(await res.text(), route);
+    return routeBuckets(await metricsText(metricsPort), route);
   } catch {
     return null;
   }
