@@ -15,6 +15,7 @@ import { backoffDelay } from "./api/retry";
 import { CURSOR_COLUMN, isGridDataset, type ListingEntry } from "./api/types";
 import { readCsvPage, splitCsvPage, type Cell } from "./csv";
 import { notListedMessage } from "./dataset-keys";
+import { planForHeader } from "./page-plan";
 import { builtinExtensions } from "./feeds";
 import type { SyncExtension } from "./hooks";
 import { newDatasetState, type DatasetState, type SyncState } from "./state";
@@ -61,6 +62,14 @@ export interface RunSummary {
 }
 
 const DAY_MS = 24 * 3600_000;
+
+/** An extension asked for a full read again during the full read it asked for: the next pass makes it. */
+class FullReadDeferred extends Error {
+  constructor(reason: string) {
+    super(`${reason}; asked again during this pass's full read, so the next pass reads the dataset in full`);
+    this.name = "FullReadDeferred";
+  }
+}
 type Outcome = "synced" | "skipped" | "not-found" | "failed" | "stopped";
 
 export class SyncEngine {
@@ -278,10 +287,13 @@ export class SyncEngine {
           await this.target.saveState(ds);
           return "stopped";
         }
-        if (fullRead && !restartedByExtension && ds.phase !== "full") {
-          restartedByExtension = true;
+        if (fullRead) {
+          // Never finished as if current: what the extension could not apply would be lost until the
+          // dataset's token moved again. Asked twice in one pass, the full read is left to the next pass.
           ds = { ...this.startFullRead(ds, entry, fullRead), inProgress: true, pendingChangeToken: entry.changeToken, entry };
           state.datasets.set(entry.key, ds);
+          if (restartedByExtension) throw new FullReadDeferred(fullRead);
+          restartedByExtension = true;
           await this.target.saveState(ds);
           continue;
         }
@@ -317,7 +329,7 @@ export class SyncEngine {
       if (isApiError(err, 404, "DATASET_NOT_FOUND")) return "not-found";
       // Identity and organization problems are nobody's dataset's fault: stop the run.
       if (isApiError(err, 401) || isApiError(err, 404, "ORGANIZATION_NOT_CONFIGURED")) throw err;
-      if (!(err instanceof ApiError || err instanceof RetriesExhaustedError || err instanceof StreamAbortedError)) throw err;
+      if (!(err instanceof ApiError || err instanceof RetriesExhaustedError || err instanceof StreamAbortedError || err instanceof FullReadDeferred)) throw err;
       const message = (err as Error).message;
       const errorCode = err instanceof ApiError ? err.errorCode : undefined;
       ds = { ...ds, lastError: { at: this.now().toISOString(), message, errorCode, status: err instanceof ApiError ? err.status : undefined } };
@@ -390,17 +402,7 @@ export class SyncEngine {
           res.body.destroy();
           throw new StreamAbortedError(res.request, bytes(), new Error("the header has no _cursor column"));
         }
-        // A header can differ from the listing (a publish during a backfill): new columns are added as text.
-        const plan: TablePlan = { ...basePlan, columns: { ...basePlan.columns } };
-        let added = false;
-        for (const key of header) {
-          if (key === CURSOR_COLUMN || key in plan.columns) continue;
-          plan.columns[key] = ds.columns[key] ?? "text";
-          added = true;
-        }
-        let columns = ds.columns;
-        if (added || Object.keys(plan.columns).some((k) => !(k in columns))) columns = await this.target.ensureTable(plan, ds.columns);
-        const applied: TablePlan = { ...plan, columns: Object.fromEntries(Object.keys(plan.columns).map((k) => [k, columns[k] ?? plan.columns[k]])) };
+        const { plan: applied, columns } = await planForHeader(this.target, basePlan, header, ds.columns);
         const at = this.now().toISOString();
         const advance = (count: number, lastCursor: string | null): DatasetState => {
           if (count === this.limit && lastCursor) this.prefetch(entry, lastCursor);

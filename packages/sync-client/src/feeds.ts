@@ -15,10 +15,11 @@
  * Rewrite feed: after the incremental pages (and before the deletion feed), `links.rewrites` is paged
  * from the stored rewrites cursor to a short page; each page's rows (the dataset's own columns, their
  * current text) are upserted exactly as CSV rows are, in one transaction with the new rewrites cursor.
+ * A feed header with a column the listing lacked (a publish after the listing) adds it to the table,
+ * as a CSV page does: the rows are applied now, never skipped (the next listing shows the publish).
  * A copy without a rewrites cursor reads the feed from its beginning after its full read (a rename
  * while the full read ran is seen; older entries upsert the text the copy already has). 400
- * REWRITES_CURSOR_EXPIRED, or a feed whose columns the copy's table lacks (a republish the next
- * listing will show), asks for a full re-read and restarts the feed without a cursor.
+ * REWRITES_CURSOR_EXPIRED asks for a full re-read and restarts the feed without a cursor.
  *
  * Rewrite signal: the listing's `rewriteToken` at the start of a full read is recorded when that
  * full read ends; a listed token different from the recorded one asks for a full re-read (a
@@ -27,9 +28,10 @@
 import { sleep } from "./api/client";
 import { StreamAbortedError, isApiError } from "./api/errors";
 import { backoffDelay } from "./api/retry";
-import type { ListingEntry } from "./api/types";
+import { CURSOR_COLUMN, type ListingEntry } from "./api/types";
 import { readCsvPage, type Cell } from "./csv";
 import type { AfterPagesResult, DatasetContext, SyncExtension } from "./hooks";
+import { planForHeader } from "./page-plan";
 import type { DatasetState } from "./state";
 
 export const DELETIONS = "deletions";
@@ -88,19 +90,17 @@ export function rewriteFeed(): SyncExtension {
         try {
           rows = await applyRewritePage(ctx, feed);
         } catch (err) {
-          const expired = isApiError(err, 400, "REWRITES_CURSOR_EXPIRED");
-          if (!(expired || err instanceof RewriteColumnsChanged) || (feed.cursor === null && ctx.state.phase === "full")) throw err;
+          if (!isApiError(err, 400, "REWRITES_CURSOR_EXPIRED") || feed.cursor === null) throw err;
           ctx.state.extensions[REWRITE_FEED] = { ...feed, cursor: null } satisfies RewriteFeedState;
-          if (ctx.state.phase === "full" && expired) continue;
-          return { fullRead: expired ? "rewrites cursor expired (400 REWRITES_CURSOR_EXPIRED)" : (err as Error).message };
+          // A full read that just ended already holds every row's current text: restart the feed at once.
+          if (ctx.state.phase === "full") continue;
+          return { fullRead: "rewrites cursor expired (400 REWRITES_CURSOR_EXPIRED)" };
         }
         if (rows < ctx.limit) return;
       }
     },
   };
 }
-
-class RewriteColumnsChanged extends Error {}
 
 /**
  * One page of the rewrite feed upserted like a CSV page (target.writePage), with the new rewrites
@@ -110,13 +110,13 @@ async function applyRewritePage(ctx: DatasetContext, feed: RewriteFeedState): Pr
   return readFeedPage(ctx, async () => {
     const res = await ctx.client.openRewrites(ctx.entry, { cursor: feed.cursor, limit: ctx.limit });
     const reader = await readCsvPage(res.body, res.request);
-    const cursorAt = reader.header.indexOf("_cursor");
-    const unknown = reader.header.filter((k) => k !== "_cursor" && !(k in ctx.plan.columns));
-    if (cursorAt < 0 || unknown.length) {
+    const cursorAt = reader.header.indexOf(CURSOR_COLUMN);
+    if (cursorAt < 0) {
       res.body.destroy();
-      if (cursorAt < 0) throw new StreamAbortedError(res.request, reader.bytes(), new Error("the rewrite feed's header lacks _cursor"));
-      throw new RewriteColumnsChanged(`the rewrite feed has columns the copy lacks (${unknown.join(", ")})`);
+      throw new StreamAbortedError(res.request, reader.bytes(), new Error("the rewrite feed's header lacks _cursor"));
     }
+    const { plan, columns } = await planForHeader(ctx.target, ctx.plan, reader.header, ctx.state.columns);
+    ctx.state.columns = columns;
     let count = 0;
     let lastCursor: string | null = feed.cursor;
     async function* rows(source: AsyncIterable<Cell[]>): AsyncGenerator<Cell[]> {
@@ -128,7 +128,7 @@ async function applyRewritePage(ctx: DatasetContext, feed: RewriteFeedState): Pr
     }
     let next: RewriteFeedState | undefined;
     await ctx.target.writePage({
-      plan: ctx.plan,
+      plan,
       header: reader.header,
       rows: rows(reader.rows),
       generation: ctx.state.generation,

@@ -21,7 +21,10 @@ export interface DatasetContext {
   signal?: AbortSignal;
 }
 
-/** What an extension's afterPages asks of the engine: re-read the dataset in full now (once per pass). */
+/**
+ * What an extension's afterPages asks of the engine: re-read the dataset in full now. Once per pass;
+ * asked again by that full read, the dataset is reported failed and the next pass reads it in full.
+ */
 export interface AfterPagesResult {
   fullRead?: string;
   /** Stored rows this extension deleted. */
