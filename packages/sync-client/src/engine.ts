@@ -10,7 +10,7 @@
  * dataset's sync a full read.
  */
 import { ExportApiClient, sleep, type PageResponse } from "./api/client";
-import { ApiError, RetriesExhaustedError, StreamAbortedError, isApiError } from "./api/errors";
+import { ApiError, StreamAbortedError, isApiError } from "./api/errors";
 import { backoffDelay } from "./api/retry";
 import { CURSOR_COLUMN, isGridDataset, type ListingEntry } from "./api/types";
 import { readCsvPage, splitCsvPage, type Cell } from "./csv";
@@ -62,6 +62,9 @@ export interface RunSummary {
 }
 
 const DAY_MS = 24 * 3600_000;
+
+/** An error that is a defect of this program rather than a failure of the API, the copy or the data. */
+const isDefect = (err: unknown) => !(err instanceof Error) || err instanceof TypeError || err instanceof RangeError || err instanceof ReferenceError || err instanceof SyntaxError;
 
 /** An extension asked for a full read again during the full read it asked for: the next pass makes it. */
 class FullReadDeferred extends Error {
@@ -188,16 +191,25 @@ export class SyncEngine {
     }
   }
 
-  /** Syncs `entries` with `concurrency` workers; returns the keys that answered 404. */
+  /**
+   * Syncs `entries` with `concurrency` workers; returns the keys that answered 404. An error that
+   * ends the run (an identity problem, a copy whose state cannot be saved) stops the workers from taking another
+   * dataset, and is thrown only once every worker has finished the dataset in hand: nothing of this
+   * run writes to the copy after it has returned, so a next run never races a page of this one.
+   */
   private async syncAll(state: SyncState, entries: ListingEntry[], summary: RunSummary, done: Set<string>): Promise<string[]> {
     const queue = [...entries];
     const notFound: string[] = [];
+    let failure: { error: unknown } | undefined;
     const worker = async () => {
-      for (let entry = queue.shift(); entry && !this.stopping; entry = queue.shift()) {
+      for (let entry = queue.shift(); entry && !this.stopping && !failure; entry = queue.shift()) {
         done.add(entry.key);
         let outcome: Outcome;
         try {
           outcome = await this.syncDataset(state, entry, summary);
+        } catch (error) {
+          failure ??= { error };
+          return;
         } finally {
           this.discardPrefetch(entry.key);
         }
@@ -205,6 +217,7 @@ export class SyncEngine {
       }
     };
     await Promise.all(Array.from({ length: this.concurrency }, worker));
+    if (failure) throw failure.error;
     return notFound;
   }
 
@@ -327,9 +340,10 @@ export class SyncEngine {
     } catch (err) {
       if (this.stopping && !(err instanceof ApiError)) return "stopped";
       if (isApiError(err, 404, "DATASET_NOT_FOUND")) return "not-found";
-      // Identity and organization problems are nobody's dataset's fault: stop the run.
-      if (isApiError(err, 401) || isApiError(err, 404, "ORGANIZATION_NOT_CONFIGURED")) throw err;
-      if (!(err instanceof ApiError || err instanceof RetriesExhaustedError || err instanceof StreamAbortedError || err instanceof FullReadDeferred)) throw err;
+      // Identity and organization problems are nobody's dataset's fault: stop the run. So is a
+      // defect of this program (a TypeError and its kind). Anything else is this dataset's failure,
+      // the copy's included (a value its column refuses): recorded, and the other datasets go on.
+      if (isApiError(err, 401) || isApiError(err, 404, "ORGANIZATION_NOT_CONFIGURED") || isDefect(err)) throw err;
       const message = (err as Error).message;
       const errorCode = err instanceof ApiError ? err.errorCode : undefined;
       ds = { ...ds, lastError: { at: this.now().toISOString(), message, errorCode, status: err instanceof ApiError ? err.status : undefined } };
