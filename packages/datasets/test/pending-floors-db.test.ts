@@ -8,7 +8,7 @@ import { readFileSync } from "node:fs";
 import { join } from "node:path";
 import { Client } from "pg";
 import { createTestOrganization, testDatabaseUrl, testPool } from "../../../test/support/db";
-import { listingHorizon, pageHorizon, raisePendingFloors } from "../src/visibility";
+import { datasetHorizon, isSettled, listingHorizon, pageHorizon, raisePendingFloors } from "../src/visibility";
 
 describe("pending floors in PostgreSQL", () => {
   const pool = testPool();
@@ -164,6 +164,42 @@ describe("pending floors in PostgreSQL", () => {
     const second = await floorOf(org, form);
     expect(second.micros).toBe(first.micros);
     expect(second.held).toBe(true);
+  });
+
+  it("a rewrite of a quiet form's dataset (a renamed site) flags the form's floor held, and the next raise lifts the floor past it", async () => {
+    const org = await createTestOrganization(pool);
+    const form = randomUUID();
+    await pool.query("INSERT INTO forms (organization_id, id, name, record_prefix) VALUES ($1, $2, 'RW', 'RW')", [org, form]);
+    await pool.query("INSERT INTO dataset_registry (organization_id, key, kind, source_ref, columns, shape_fingerprint) VALUES ($1, 'rw_checks', 'submission', $2, '[]', 'rw')", [
+      org,
+      form,
+    ]);
+    // A quiet form: its floor raised with nothing pending or counted after it.
+    await raisePendingFloors(pool, org, [form]);
+    const quiet = await floorOf(org, form);
+    expect(quiet.held).toBe(false);
+
+    await pool.query("SELECT bump_rewritten_datasets(ARRAY[$1::uuid], ARRAY['form'])", [org]);
+    const settles = BigInt(
+      (await pool.query<{ t: string }>("SELECT (extract(epoch FROM settles_at) * 1000000)::bigint::text AS t FROM dataset_changes WHERE organization_id = $1 AND dataset = 'rw_checks'", [org]))
+        .rows[0].t,
+    );
+    const listed = async () => datasetHorizon(await listingHorizon(pool, org), { kind: "submission", sourceRef: form });
+    // The floor holds the dataset's token back (below the rewrite), and is now flagged for the raise
+    // that the schema service makes of every held floor. Before migration 125 it stayed unflagged,
+    // so nothing raised it and the token stayed held until the form's next own change.
+    expect(isSettled(String(settles), await listed())).toBe(false);
+    expect(await floorOf(org, form)).toEqual({ micros: quiet.micros, held: true });
+
+    // The raise (raiseHeldPendingFloors): past the rewrite once no writer of the shared test database holds the horizon.
+    let raised = quiet;
+    for (let attempt = 0; attempt < 50 && raised.micros <= settles; attempt++) {
+      await raisePendingFloors(pool, org, [form]);
+      raised = await floorOf(org, form);
+      if (raised.micros <= settles) await new Promise((resolve) => setTimeout(resolve, 100));
+    }
+    expect(raised.micros).toBeGreaterThan(settles);
+    expect(isSettled(String(settles), await listed())).toBe(true);
   });
 
   it("needs READ COMMITTED: its second statement must see what committed after the first", async () => {
