@@ -27,7 +27,8 @@ export function soakProgram(): Command {
     .option("--poll <seconds>", "each consumer's time between listing polls", number(0.5, 600), 5)
     .option("--page-limit <n>", "rows per CSV page of the consumers", number(1, 5000, true), 500)
     .option("--sample <seconds>", "time between samples", number(1, 600), 10)
-    .option("--pass-concurrency <n>", "consumer passes at once (each holds up to three connections to its copy)", number(1, 200, true), 24)
+    .option("--pass-concurrency <n>", "consumer passes at once (each consumer keeps its copy open between passes)", number(1, 200, true), 24)
+    .option("--consumer-nice <n>", "niceness of the consumers' own PostgreSQL, where the copies live (0: as the service's)", number(0, 19, true), 10)
     .option("--out <dir>", "where soak-report.json goes", "soak-out")
     .option("--png <file>", "the plot (latency and memory over time); '' for none", "soak-out/soak.png")
     .exitOverride()
@@ -53,7 +54,7 @@ async function main(argv: string[]): Promise<number> {
   }
   const report = await soak({
     minutes: o.minutes, orgs: o.orgs, faults: o.faults, seed: o.seed, rate: o.rate ?? Math.max(2, o.orgs / 50),
-    pollSeconds: o.poll, pageLimit: o.pageLimit, sampleSeconds: o.sample, passConcurrency: o.passConcurrency, outDir: o.out, png: o.png,
+    pollSeconds: o.poll, pageLimit: o.pageLimit, sampleSeconds: o.sample, passConcurrency: o.passConcurrency, consumerNice: o.consumerNice, outDir: o.out, png: o.png,
   });
   process.stdout.write(`${formatSoakReport(report)}\n`);
   return report.passed ? 0 : 1;

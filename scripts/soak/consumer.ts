@@ -1,13 +1,15 @@
 import { sleep } from "../../packages/sync-client/src/api/client";
-import { ExportApiClient, openTarget, SyncEngine, type RunSummary, type SyncEvent } from "../../packages/sync-client/src";
+import { ExportApiClient, openTarget, SyncEngine, type RunSummary, type SyncEvent, type Target } from "../../packages/sync-client/src";
 
 /**
  * One organization's consumer, in this process: the reference client's engine (`SyncEngine`, what
  * `dataset-sync watch` runs) polling the listing with the ETag it stored (If-None-Match) every
  * `pollMs` (±25 %) and syncing the datasets whose changeToken moved into its own PostgreSQL copy.
  *
- * Hundreds of consumers share one process, so the copy's connections are opened for a pass and
- * closed after it, and at most `gate` passes run at once (a pass that waits counts as late, below).
+ * Like `dataset-sync watch`, a consumer keeps its copy open between passes (its writer lock and its
+ * pool's connections, on the consumers' own PostgreSQL: ./consumer-postgres.ts); a pass that failed
+ * closes it, and the next opens it again. Hundreds of consumers share one process: at most `gate`
+ * passes run at once (a pass that waits counts as late, below).
  */
 export interface ConsumerCounters {
   passes: number;
@@ -59,6 +61,8 @@ export class SoakConsumer {
   private readonly stop = new AbortController();
   private readonly client: ExportApiClient;
   private loop?: Promise<void>;
+  /** The copy, open between passes (undefined: the next pass opens it). */
+  private copy?: Promise<Target>;
 
   constructor(private readonly o: SoakConsumerOptions) {
     this.client = new ExportApiClient({
@@ -94,20 +98,41 @@ export class SoakConsumer {
     if (this.errors.length < 20) this.errors.push(message);
   }
 
-  /** One pass of the engine (listing, then what moved); `signal` stops it between pages. */
-  async pass(signal?: AbortSignal, pageLimit = this.o.pageLimit, targetUrl = this.o.copyUrl): Promise<RunSummary> {
-    const target = openTarget(targetUrl);
-    try {
-      await target.open({ writer: true });
-      const engine = new SyncEngine(this.client, target, { limit: pageLimit, signal, onEvent: (e) => this.count(e) });
-      const summary = await engine.runOnce();
-      this.counters.passes++;
-      if (summary.listing === "not-modified") this.counters.notModified++;
-      else this.counters.modified++;
-      return summary;
-    } finally {
-      await target.close();
+  /**
+   * One pass of the engine (listing, then what moved) into the consumer's copy, or, given
+   * `targetUrl`, into that database, opened for this pass alone; `signal` stops it between pages.
+   */
+  async pass(signal?: AbortSignal, pageLimit = this.o.pageLimit, targetUrl?: string): Promise<RunSummary> {
+    if (targetUrl !== undefined) {
+      const target = await openWriter(targetUrl);
+      try {
+        return await this.passInto(target, pageLimit, signal);
+      } finally {
+        await target.close();
+      }
     }
+    this.copy ??= openWriter(this.o.copyUrl);
+    try {
+      return await this.passInto(await this.copy, pageLimit, signal);
+    } catch (err) {
+      await this.closeCopy();
+      throw err;
+    }
+  }
+
+  private async passInto(target: Target, pageLimit: number, signal?: AbortSignal): Promise<RunSummary> {
+    const engine = new SyncEngine(this.client, target, { limit: pageLimit, signal, onEvent: (e) => this.count(e) });
+    const summary = await engine.runOnce();
+    this.counters.passes++;
+    if (summary.listing === "not-modified") this.counters.notModified++;
+    else this.counters.modified++;
+    return summary;
+  }
+
+  private async closeCopy(): Promise<void> {
+    const copy = this.copy;
+    this.copy = undefined;
+    await copy?.then((t) => t.close()).catch(() => undefined);
   }
 
   private count(e: SyncEvent): void {
@@ -128,6 +153,19 @@ export class SoakConsumer {
 
   async close(): Promise<void> {
     await this.halt();
+    await this.closeCopy();
     await this.client.close();
+  }
+}
+
+/** A target opened as its writer; closed again if opening fails. */
+async function openWriter(url: string): Promise<Target> {
+  const target = openTarget(url);
+  try {
+    await target.open({ writer: true });
+    return target;
+  } catch (err) {
+    await target.close().catch(() => undefined);
+    throw err;
   }
 }

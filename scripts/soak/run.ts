@@ -10,6 +10,7 @@ import { Random } from "../simulate/random";
 import { restoreComponents, runFaults, SERVICES, waitForFormMaintenance, waitForSettledTokens, watchdog } from "../simulate/run";
 import { failed, orgVerdict, totals, type OrgVerdict, type Totals } from "../simulate/verdict";
 import { Gate, SoakConsumer, type ConsumerCounters } from "./consumer";
+import { startConsumerPostgres, type ConsumerPostgres } from "./consumer-postgres";
 import { HttpLatencyRecorder, serverErrors, summarize, type EndpointSummary, type Endpoint } from "./http-latency";
 import { plotSoak } from "./plot";
 import { rssGrowth, type RssGrowth } from "./memory-growth";
@@ -39,8 +40,10 @@ export interface SoakOptions {
   pollSeconds: number;
   pageLimit: number;
   sampleSeconds: number;
-  /** Consumer passes at once (each holds up to three connections to its copy). */
+  /** Consumer passes at once (each consumer keeps its copy open between passes). */
   passConcurrency: number;
+  /** Niceness of the consumers' PostgreSQL, where the copies live (./consumer-postgres.ts); 0: none. */
+  consumerNice: number;
   outDir: string;
   /** Where the plot goes ("" for none). */
   png: string;
@@ -115,17 +118,21 @@ export async function soak(opts: SoakOptions): Promise<SoakReport> {
   const log = opts.log ?? ((line: string) => process.stderr.write(`[${((Date.now() - t0) / 1000).toFixed(0).padStart(5)}s] ${line}\n`));
   const problems: string[] = [];
   const recorder = new HttpLatencyRecorder();
-  // Connections: every consumer pass holds up to three, the services' pools theirs, the generator's pool.
-  const maxConnections = Math.max(200, opts.passConcurrency * 3 + 150);
+  // Connections: the services' pools and the generator's pool (the copies have their own server).
+  const maxConnections = 200;
   const cluster = await startCluster({ log, redis: true, postgresFlags: ["-c", `max_connections=${maxConnections}`] });
   const keyHashSecret = (cluster.stack as unknown as { keyHashSecret: string }).keyHashSecret;
   const consumers: SoakConsumer[] = [];
+  let copies: ConsumerPostgres | undefined;
   const statsPool = createPool({ connectionString: cluster.databaseUrl, max: 1, applicationName: "soak-sampler" });
   statsPool.on("error", () => undefined);
   const sourcePool = createPool({ connectionString: cluster.databaseUrl, max: 16, applicationName: "soak-generator" });
   sourcePool.on("error", () => undefined);
   let stopWatchdog = () => undefined as void;
   try {
+    // Each consumer keeps its copy open (a writer lock and up to three pooled connections), as `watch` does.
+    copies = await startConsumerPostgres({ niceness: opts.consumerNice, maxConnections: opts.orgs * 4 + 50, log });
+    const copyServer = copies;
     const rnd = Random.derived(opts.seed, "soak");
     const gate = new Gate(opts.passConcurrency);
     const orgs: { id: string; size: Size; weight: number; apiKey: string; churn: OrgChurn; copyUrl: string; consumer?: SoakConsumer }[] = [];
@@ -144,7 +151,7 @@ export async function soak(opts: SoakOptions): Promise<SoakReport> {
       if (!(await writeChange(o.churn, o.churn.initial(), write))) throw new Error(`the initial document of organization ${o.id} was refused: ${o.churn.counters.refusals.join("; ")}`);
       const extra = SIZES.find((s) => s.size === o.size)!.seedChanges;
       for (let k = 0; k < extra; k++) await writeChange(o.churn, o.churn.next(), write);
-      o.copyUrl = await cluster.createDatabase(`copy_${i}`);
+      o.copyUrl = await copyServer.createDatabase(`copy_${i}`);
       await installLagProbe(o.copyUrl);
       if ((i + 1) % 25 === 0) log(`seeded ${i + 1} of ${opts.orgs} organizations`);
     });
@@ -245,7 +252,7 @@ export async function soak(opts: SoakOptions): Promise<SoakReport> {
       if (held.length > 0) problems.push(`organization ${o.id}: tokens still held 60 s after the source went quiet: ${held.join(", ")}`);
       const last = await o.consumer!.pass().catch((err: Error) => err);
       if (last instanceof Error || last.failed.length > 0) problems.push(`final pass of ${o.id} failed: ${last instanceof Error ? last.message : JSON.stringify(last.failed)}`);
-      const fullUrl = await cluster.createDatabase(`full_${i}`);
+      const fullUrl = await copyServer.createDatabase(`full_${i}`);
       const full = await o.consumer!.pass(undefined, 5000, fullUrl).catch((err: Error) => err);
       if (full instanceof Error || full.failed.length > 0) problems.push(`full export of ${o.id} failed: ${full instanceof Error ? full.message : JSON.stringify(full.failed)}`);
       const v = await orgVerdict({ sourceUrl: cluster.databaseUrl, copyUrl: o.copyUrl, fullUrl, organizationId: o.id, since: new Date(startedAt), layout: "sync-client" });
@@ -326,6 +333,7 @@ export async function soak(opts: SoakOptions): Promise<SoakReport> {
     await statsPool.end().catch(() => undefined);
     await sourcePool.end().catch(() => undefined);
     await cluster.close();
+    await copies?.close();
   }
 }
 
@@ -340,7 +348,7 @@ function serverShare(s: ServerLatency | null): string {
 export function formatSoakReport(r: SoakReport): string {
   const o = r.options;
   const lines: string[] = [];
-  lines.push(`soak: ${o.minutes} min × ${o.orgs} organizations (${r.organizations.small} small, ${r.organizations.medium} medium, ${r.organizations.large} large), faults ${o.faults ? `on (${r.faults.length})` : "off"}, seed ${o.seed}`);
+  lines.push(`soak: ${o.minutes} min × ${o.orgs} organizations (${r.organizations.small} small, ${r.organizations.medium} medium, ${r.organizations.large} large), faults ${o.faults ? `on (${r.faults.length})` : "off"}, seed ${o.seed}, copies on their own PostgreSQL at nice ${o.consumerNice ?? 0}`);
   lines.push(`generator: ${r.changesWritten} changes at ${o.rate}/s, ${r.refused} refused; seeding ${r.seedSeconds.toFixed(0)} s`);
   const c = r.consumers;
   lines.push(`consumers: ${c.passes} passes (${c.notModified} listings 304, ${c.modified} modified), ${c.pages} pages, ${c.rows} rows, ${c.retries} retries, ${c.datasetErrors} dataset errors, ${c.passErrors} failed passes, ${c.latePasses} late passes`);
