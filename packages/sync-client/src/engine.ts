@@ -442,6 +442,7 @@ export class SyncEngine {
             generation: ds.generation,
             append: ds.appending,
             stateAfter: (page) => (next = advance(page.rows, page.lastCursor)),
+            statePart: (part) => ({ ...ds, columns, cursor: part.lastCursor, cursorAt: at, rowsUpserted: ds.rowsUpserted + part.rows }),
             recordsSeen: (page) => {
               if (page.rows === this.limit && page.lastCursor) this.prefetch(entry, page.lastCursor);
             },

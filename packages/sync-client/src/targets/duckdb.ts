@@ -1,14 +1,16 @@
 /**
- * DuckDB target (@duckdb/node-api, an optional peer loaded on open). A page is one transaction:
+ * DuckDB target (@duckdb/node-api, an optional peer loaded on open). A page is one transaction
+ * (an appended page: one per part of about 32 MB, appendRawPage):
  * its raw records are written to a scratch file and loaded by DuckDB's own CSV reader into a
  * temporary all-VARCHAR staging table (the export's dialect: an unquoted empty field is null, `""`
  * an empty string), the rows of its keys are deleted from the dataset's table and the page appended
  * with typed casts, the grid ids to trim are recorded and the state row is written, then COMMIT. DuckDB allows one writing process per file:
  * that is the writer lock. State lives in the schema `dataset_sync`, copies in `main`.
  */
-import { createWriteStream, mkdirSync, mkdtempSync, rmSync } from "node:fs";
+import { closeSync, createWriteStream, mkdirSync, mkdtempSync, openSync, rmSync, writeSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
+import { Writable } from "node:stream";
 import { pipeline } from "node:stream/promises";
 import type { DuckDBAppender, DuckDBConnection, DuckDBInstance } from "@duckdb/node-api";
 import { CursorFieldReplaced, type Cell } from "../csv";
@@ -41,7 +43,17 @@ const BUFFER_SIZE = 2 * MAX_LINE_SIZE;
  * every dozen pages of suppliers, each checkpoint rewriting the table's open row group: commits
  * took several times as long (docs/benchmarks-history.md, "DuckDB").
  */
-const CHECKPOINT_THRESHOLD = "64MB";
+const CHECKPOINT_THRESHOLD = "4GB";
+/**
+ * DuckDB's buffer manager limit in a writing sync (its default is 80 % of the machine's memory).
+ * With it, committed rows spill to disk instead of staying in memory until a checkpoint: syncing
+ * 0.6 / 1.2 / 2.4 / 4.8 GB of 300 KB cells peaked at 1.0 / 1.3 / 1.4 / 1.4 GB (without: 2.1 GB and
+ * 2.7 GB for the first two). 512 MB failed ("failed to pin block"): the CSV reader's buffers
+ * (BUFFER_SIZE) and a checkpoint's pinned blocks need room (docs/benchmarks-history.md).
+ */
+const MEMORY_LIMIT = "1GB";
+/** An appended page is committed in parts of about this many bytes of records (appendRawPage). */
+export const APPEND_PART_BYTES = 32 * 1024 * 1024;
 
 type DuckDBModule = typeof import("@duckdb/node-api");
 
@@ -73,7 +85,11 @@ export class DuckDBTarget implements Target {
   private conn: DuckDBConnection | null = null;
   private scratch: string | null = null;
 
-  constructor(readonly file: string) {}
+  /** `appendPartBytes`: the parts an appended page is committed in (APPEND_PART_BYTES; tests set it small). */
+  constructor(
+    readonly file: string,
+    private readonly opts: { appendPartBytes?: number } = {},
+  ) {}
 
   private get db(): DuckDBConnection {
     if (!this.conn) throw new Error("the DuckDB target is not open");
@@ -82,10 +98,11 @@ export class DuckDBTarget implements Target {
 
   async open({ writer }: { writer: boolean }): Promise<void> {
     const { DuckDBInstance } = await loadDuckDB();
-    // A reader opens read-only, so several can look at a copy no process is writing.
-    // A page is held in DuckDB's memory until its commit (its transaction-local data does not spill):
-    // pages of very wide rows need a smaller --limit (see docs/sync-client.md, "CSV reading").
-    this.instance = await DuckDBInstance.create(this.file, writer || this.file === ":memory:" ? { checkpoint_threshold: CHECKPOINT_THRESHOLD } : { access_mode: "READ_ONLY" });
+    // A reader opens read-only, so several can look at a copy no process is writing. A writer's
+    // memory is bounded (MEMORY_LIMIT) and checkpoints are rare (CHECKPOINT_THRESHOLD); a page is
+    // held in memory until its commit (transaction-local data does not spill), so an appended page
+    // commits in parts (appendRawPage).
+    this.instance = await DuckDBInstance.create(this.file, writer || this.file === ":memory:" ? { checkpoint_threshold: CHECKPOINT_THRESHOLD, memory_limit: MEMORY_LIMIT } : { access_mode: "READ_ONLY" });
     this.conn = await this.instance.connect();
     // Value text forms equal the export's own (UTC).
     await this.db.run("SET TimeZone = 'UTC'");
@@ -183,9 +200,11 @@ export class DuckDBTarget implements Target {
    */
   async writeRawPage(write: RawPageWrite): Promise<{ rows: number }> {
     if (!this.scratch) throw new Error("the DuckDB target is not open for writing");
-    const file = join(this.scratch, "page.csv");
     // `_cursor` is the last column (docs/contract.md): the page is counted on its way to the file.
-    const counted = write.cursorColumn === write.header.length - 1 ? new CursorFieldReplaced(String(write.generation)) : undefined;
+    const cursorLast = write.cursorColumn === write.header.length - 1;
+    if (cursorLast && write.append && write.statePart) return this.appendRawPage(write, this.scratch);
+    const file = join(this.scratch, "page.csv");
+    const counted = cursorLast ? new CursorFieldReplaced(String(write.generation)) : undefined;
     let rows = 0;
     try {
       try {
@@ -224,6 +243,46 @@ export class DuckDBTarget implements Target {
       rmSync(file, { force: true });
     }
     return { rows };
+  }
+
+  /**
+   * An appended page, spooled in parts of about APPEND_PART_BYTES of whole records, each inserted
+   * in a transaction of its own with the state at its last record (statePart; the last part with
+   * stateAfter). DuckDB holds a transaction's rows in memory until it commits, whatever its
+   * memory_limit, so one transaction for a page of very wide rows held the whole page; committed
+   * parts are the buffer manager's, which spills them (docs/sync-client.md, "CSV reading"). A
+   * failure after some parts committed leaves their rows stored and the state after them; rows
+   * read again are resolved when the read ends, as every appended row served twice is.
+   */
+  private async appendRawPage(write: RawPageWrite, scratch: string): Promise<{ rows: number }> {
+    const counted = new MarkedCursorFieldReplaced(String(write.generation));
+    const spool = new PartFiles(join(scratch, "page"), counted.marks, this.opts.appendPartBytes ?? APPEND_PART_BYTES);
+    try {
+      try {
+        await pipeline(write.records, counted, spool);
+      } catch (err) {
+        write.assertCleanEnd();
+        throw err;
+      }
+      write.assertCleanEnd();
+      const parts = spool.parts;
+      if (parts.length === 0) {
+        await this.transaction(() => this.saveStateNow(write.stateAfter({ rows: 0, lastCursor: null })));
+        return { rows: 0 };
+      }
+      for (const [i, part] of parts.entries()) {
+        const last = i === parts.length - 1;
+        await this.transaction(async () => {
+          await this.insertPage(readPageCsv(part.file, write.header.length), write.plan, write.header, write.generation);
+          await this.saveStateNow(last ? write.stateAfter({ rows: part.rows, lastCursor: part.lastCursor }) : write.statePart!({ rows: part.rows, lastCursor: part.lastCursor }));
+        });
+        rmSync(part.file, { force: true });
+      }
+      return { rows: parts[parts.length - 1].rows };
+    } finally {
+      spool.discard();
+      for (const part of spool.parts) rmSync(part.file, { force: true });
+    }
   }
 
   /**
@@ -499,5 +558,79 @@ export class DuckDBTarget implements Target {
       await this.db.run("ROLLBACK").catch(() => undefined);
       throw err;
     }
+  }
+}
+
+/** Where the records a chunk ends with leave the count: the records so far and the last cursor. */
+interface ChunkMark {
+  rows: number;
+  lastCursor: string | null;
+}
+
+/**
+ * CursorFieldReplaced, noting with every chunk it passes on (each ends at a record's end) the
+ * records counted and the last cursor up to it, in order, for PartFiles.
+ */
+class MarkedCursorFieldReplaced extends CursorFieldReplaced {
+  readonly marks: ChunkMark[] = [];
+  override push(chunk: unknown, encoding?: BufferEncoding): boolean {
+    if (chunk !== null) this.marks.push({ rows: this.rows, lastCursor: this.lastCursor });
+    return super.push(chunk, encoding);
+  }
+}
+
+/** Chunks of whole records written to files `<prefix>-<n>.csv`, a new file once one holds `partBytes`. */
+class PartFiles extends Writable {
+  readonly parts: Array<{ file: string; rows: number; lastCursor: string }> = [];
+  private fd: number | null = null;
+  private bytes = 0;
+
+  constructor(private readonly prefix: string, private readonly marks: ChunkMark[], private readonly partBytes: number) {
+    super();
+  }
+
+  override _write(chunk: Buffer, _encoding: BufferEncoding, done: (err?: Error | null) => void): void {
+    try {
+      const mark = this.marks.shift();
+      if (!mark?.lastCursor) throw new Error("a spooled chunk without its record count");
+      if (this.fd === null) {
+        const file = `${this.prefix}-${this.parts.length}.csv`;
+        this.fd = openSync(file, "w");
+        this.parts.push({ file, rows: 0, lastCursor: "" });
+        this.bytes = 0;
+      }
+      for (let at = 0; at < chunk.length; ) at += writeSync(this.fd, chunk, at);
+      this.bytes += chunk.length;
+      Object.assign(this.parts[this.parts.length - 1], { rows: mark.rows, lastCursor: mark.lastCursor });
+      if (this.bytes >= this.partBytes) this.closeFile();
+      done();
+    } catch (err) {
+      done(err as Error);
+    }
+  }
+
+  override _final(done: (err?: Error | null) => void): void {
+    try {
+      this.closeFile();
+      done();
+    } catch (err) {
+      done(err as Error);
+    }
+  }
+
+  /** Closes the open file, if any (also after a failure). */
+  discard(): void {
+    try {
+      this.closeFile();
+    } catch {
+      // already reported by the write that failed
+    }
+  }
+
+  private closeFile(): void {
+    if (this.fd === null) return;
+    const fd = this.fd;
+    this.fd = null;
+    closeSync(fd);
   }
 }

@@ -42,6 +42,12 @@ export interface RawPageWrite {
   append: boolean;
   stateAfter(page: { rows: number; lastCursor: string | null }): DatasetState;
   /**
+   * The state after the page's first `rows` records, for a target that commits an appended page in
+   * parts (each with the state at its last record: a resume continues after it). Not a page done:
+   * stateAfter still ends the page.
+   */
+  statePart?(part: { rows: number; lastCursor: string }): DatasetState;
+  /**
    * Called, where the target can tell, as soon as every record of the body has been seen, before
    * they are all written: the engine asks for the next page then, so the export produces it while
    * this one is still being written.
