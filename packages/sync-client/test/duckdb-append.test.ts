@@ -1,7 +1,7 @@
 /**
  * The DuckDB target's appended read (no services): pages go straight into the table by one INSERT
  * from read_csv, and a key met again during the read keeps only its latest rows when the read ends
- * (a grid submission's rows replaced as a set).
+ * (a grid submission's rows replaced as a set); pages are committed in parts (small ones here).
  */
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
@@ -95,7 +95,7 @@ describe("DuckDB target: an appended read", () => {
 
   it("commits an appended page in parts, each with the state at its last record; the rows are the same", async () => {
     await target.close();
-    target = new DuckDBTarget(join(dir, "copy.duckdb"), { appendPartBytes: 1 });
+    target = new DuckDBTarget(join(dir, "copy.duckdb"), { partBytes: 1 });
     await target.open({ writer: true });
     const { written, cursor, stored, parts } = await read(GRID, ["id", "last_modified", "row_index", "item"], [
       `${A},2024-01-01T00:00:00.000Z,1,floor,c1\n${A},2024-01-01T00:00:00.000Z,2,ceiling,c2\n${A},2024-01-01T00:00:00.000Z,3,"",c3\n`,
@@ -114,7 +114,7 @@ describe("DuckDB target: an appended read", () => {
 
   it("keeps the parts committed before a part that fails, and the state after them: a resume continues there", async () => {
     await target.close();
-    target = new DuckDBTarget(join(dir, "copy.duckdb"), { appendPartBytes: 1 });
+    target = new DuckDBTarget(join(dir, "copy.duckdb"), { partBytes: 1 });
     await target.open({ writer: true });
     // The second record's id is no uuid: its part fails after the first part committed.
     await expect(read(RESOURCES, ["id", "last_modified", "name"], [`${A},2024-01-01T00:00:00.000Z,first,c1\nnot-a-uuid,2024-01-02T00:00:00.000Z,second,c2\n`], true)).rejects.toThrow();
@@ -123,6 +123,25 @@ describe("DuckDB target: an appended read", () => {
     expect(saved?.rowsUpserted).toBe(1);
     const rows = await (target as unknown as { rows(sql: string): Promise<Array<Record<string, unknown>>> }).rows(`SELECT CAST(id AS VARCHAR) AS id, name FROM "${RESOURCES.table}"`);
     expect(rows).toEqual([{ id: A, name: "first" }]);
+  });
+
+  it("upserts a page in parts into a table that held rows; a grid submission across a part boundary is trimmed as across pages", async () => {
+    await read(GRID, ["id", "last_modified", "row_index", "item"], [
+      `${A},2024-01-01T00:00:00.000Z,1,floor,c1\n${A},2024-01-01T00:00:00.000Z,2,ceiling,c2\n${A},2024-01-01T00:00:00.000Z,3,roof,c3\n`,
+    ]);
+    await target.close();
+    target = new DuckDBTarget(join(dir, "copy.duckdb"), { partBytes: 1 });
+    await target.open({ writer: true });
+    // A's new version has two rows, split over two parts; row 3 of the old version must go.
+    const again = await read(GRID, ["id", "last_modified", "row_index", "item"], [
+      `${A},2024-01-02T00:00:00.000Z,1,floor,c4\n${A},2024-01-02T00:00:00.000Z,2,walls,c5\n`,
+    ], true);
+    expect(again.appending).toBe(false);
+    expect(again.parts).toEqual([{ rows: 1, lastCursor: "c4" }]);
+    expect(again.stored).toEqual([
+      { id: A, last_modified: "2024-01-02 00:00:00+00", row_index: "1.0", item: "floor" },
+      { id: A, last_modified: "2024-01-02 00:00:00+00", row_index: "2.0", item: "walls" },
+    ]);
   });
 
   it("upserts into a table that held rows when the read began", async () => {

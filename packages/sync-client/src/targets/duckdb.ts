@@ -1,6 +1,6 @@
 /**
  * DuckDB target (@duckdb/node-api, an optional peer loaded on open). A page is one transaction
- * (an appended page: one per part of about 32 MB, appendRawPage):
+ * (one per part of about 32 MB of records: writeRawPageInParts):
  * its raw records are written to a scratch file and loaded by DuckDB's own CSV reader into a
  * temporary all-VARCHAR staging table (the export's dialect: an unquoted empty field is null, `""`
  * an empty string), the rows of its keys are deleted from the dataset's table and the page appended
@@ -52,8 +52,8 @@ const CHECKPOINT_THRESHOLD = "4GB";
  * (BUFFER_SIZE) and a checkpoint's pinned blocks need room (docs/benchmarks-history.md).
  */
 const MEMORY_LIMIT = "1GB";
-/** An appended page is committed in parts of about this many bytes of records (appendRawPage). */
-export const APPEND_PART_BYTES = 32 * 1024 * 1024;
+/** A page is committed in parts of about this many bytes of records (writeRawPageInParts). */
+export const PAGE_PART_BYTES = 32 * 1024 * 1024;
 
 type DuckDBModule = typeof import("@duckdb/node-api");
 
@@ -85,10 +85,10 @@ export class DuckDBTarget implements Target {
   private conn: DuckDBConnection | null = null;
   private scratch: string | null = null;
 
-  /** `appendPartBytes`: the parts an appended page is committed in (APPEND_PART_BYTES; tests set it small). */
+  /** `partBytes`: the parts a page is committed in (PAGE_PART_BYTES; tests set it small). */
   constructor(
     readonly file: string,
-    private readonly opts: { appendPartBytes?: number } = {},
+    private readonly opts: { partBytes?: number } = {},
   ) {}
 
   private get db(): DuckDBConnection {
@@ -100,8 +100,8 @@ export class DuckDBTarget implements Target {
     const { DuckDBInstance } = await loadDuckDB();
     // A reader opens read-only, so several can look at a copy no process is writing. A writer's
     // memory is bounded (MEMORY_LIMIT) and checkpoints are rare (CHECKPOINT_THRESHOLD); a page is
-    // held in memory until its commit (transaction-local data does not spill), so an appended page
-    // commits in parts (appendRawPage).
+    // held in memory until its commit (transaction-local data does not spill), so a page commits
+    // in parts (writeRawPageInParts).
     this.instance = await DuckDBInstance.create(this.file, writer || this.file === ":memory:" ? { checkpoint_threshold: CHECKPOINT_THRESHOLD, memory_limit: MEMORY_LIMIT } : { access_mode: "READ_ONLY" });
     this.conn = await this.instance.connect();
     // Value text forms equal the export's own (UTC).
@@ -202,7 +202,7 @@ export class DuckDBTarget implements Target {
     if (!this.scratch) throw new Error("the DuckDB target is not open for writing");
     // `_cursor` is the last column (docs/contract.md): the page is counted on its way to the file.
     const cursorLast = write.cursorColumn === write.header.length - 1;
-    if (cursorLast && write.append && write.statePart) return this.appendRawPage(write, this.scratch);
+    if (cursorLast && write.statePart) return this.writeRawPageInParts(write, this.scratch);
     const file = join(this.scratch, "page.csv");
     const counted = cursorLast ? new CursorFieldReplaced(String(write.generation)) : undefined;
     let rows = 0;
@@ -246,17 +246,20 @@ export class DuckDBTarget implements Target {
   }
 
   /**
-   * An appended page, spooled in parts of about APPEND_PART_BYTES of whole records, each inserted
-   * in a transaction of its own with the state at its last record (statePart; the last part with
-   * stateAfter). DuckDB holds a transaction's rows in memory until it commits, whatever its
-   * memory_limit, so one transaction for a page of very wide rows held the whole page; committed
-   * parts are the buffer manager's, which spills them (docs/sync-client.md, "CSV reading"). A
-   * failure after some parts committed leaves their rows stored and the state after them; rows
-   * read again are resolved when the read ends, as every appended row served twice is.
+   * A page spooled in parts of about PAGE_PART_BYTES of whole records, each written in a
+   * transaction of its own with the state at its last record (statePart; the last part with
+   * stateAfter): appended by one INSERT, or staged and upserted. DuckDB holds a transaction's rows
+   * in memory until it commits, whatever its memory_limit, so one transaction for a page of very
+   * wide rows held the whole page; committed parts are the buffer manager's, which spills them
+   * (docs/sync-client.md, "CSV reading"). A part boundary is a page boundary for the rules (a grid
+   * submission's rows across it are trimmed as across pages). A failure after some parts committed
+   * leaves their rows stored and the state after them: a retry from the page's cursor upserts them
+   * again, and on an appended read they are resolved when the read ends, as every appended row
+   * served twice is.
    */
-  private async appendRawPage(write: RawPageWrite, scratch: string): Promise<{ rows: number }> {
+  private async writeRawPageInParts(write: RawPageWrite, scratch: string): Promise<{ rows: number }> {
     const counted = new MarkedCursorFieldReplaced(String(write.generation));
-    const spool = new PartFiles(join(scratch, "page"), counted.marks, this.opts.appendPartBytes ?? APPEND_PART_BYTES);
+    const spool = new PartFiles(join(scratch, "page"), counted.marks, this.opts.partBytes ?? PAGE_PART_BYTES);
     try {
       try {
         await pipeline(write.records, counted, spool);
@@ -273,8 +276,16 @@ export class DuckDBTarget implements Target {
       for (const [i, part] of parts.entries()) {
         const last = i === parts.length - 1;
         await this.transaction(async () => {
-          await this.insertPage(readPageCsv(part.file, write.header.length), write.plan, write.header, write.generation);
-          await this.saveStateNow(last ? write.stateAfter({ rows: part.rows, lastCursor: part.lastCursor }) : write.statePart!({ rows: part.rows, lastCursor: part.lastCursor }));
+          const source = readPageCsv(part.file, write.header.length);
+          const state = last ? write.stateAfter({ rows: part.rows, lastCursor: part.lastCursor }) : write.statePart!({ rows: part.rows, lastCursor: part.lastCursor });
+          if (write.append) {
+            await this.insertPage(source, write.plan, write.header, write.generation);
+          } else {
+            await this.db.run(`CREATE OR REPLACE TEMP TABLE ${STAGE} AS SELECT * FROM ${source}`);
+            await this.upsertFromStage(write.plan, write.header, write.generation, state.key);
+            await this.db.run(`DROP TABLE ${STAGE}`);
+          }
+          await this.saveStateNow(state);
         });
         rmSync(part.file, { force: true });
       }
