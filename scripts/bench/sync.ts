@@ -12,7 +12,8 @@
  *       nested-grid ratios are plain lines before them: the issue names the RATIO lines);
  *   (b) an incremental sync of the unchanged organization: requests made (target: one listing, no CSV);
  *   (c) memory: RSS of this process sampled while syncing pages of 5000 rows whose reference field
- *       holds 300 KB (resources_customers.description), peak growth against the page size.
+ *       holds 300 KB (resources_customers.description), peak growth against the page size; then
+ *       every such row changed and synced again into the same copy (upserted pages), its growth.
  *
  * Environment (all optional):
  *   DATABASE_URL             server for the bench databases (default postgres://postgres@127.0.0.1:5432/postgres)
@@ -86,6 +87,9 @@ async function generateForm(pool: ReturnType<typeof createPool>, orgId: string, 
 
 interface SyncMeasurement extends Measurement {
   peakRssGrowthMb?: number;
+  /** The incremental pass after `again` (measureSync): rows and peak RSS growth. */
+  againRows?: number;
+  againPeakRssGrowthMb?: number;
   /** Where the engine's run spent CPU (the target's database opened before, dropped after: not in it). */
   cpu: CpuAccount;
 }
@@ -98,7 +102,13 @@ const ALL_TARGETS: Array<{ kind: TargetKind; label: string }> = [
 ];
 const TARGETS = process.env.BENCH_SYNC_TARGETS ? ALL_TARGETS.filter((t) => process.env.BENCH_SYNC_TARGETS!.split(",").includes(t.kind)) : ALL_TARGETS;
 
-async function measureSync(name: string, baseUrl: string, apiKey: string, dataset: string, kind: TargetKind, sampleRss = false, pids: ServicePids = {}): Promise<SyncMeasurement> {
+/**
+ * `again`: after the backfill, runs this (a change to every row) and syncs once more into the same
+ * copy, an incremental pass whose pages are upserted; its peak RSS growth is `againPeakRssGrowthMb`.
+ */
+async function measureSync(
+  name: string, baseUrl: string, apiKey: string, dataset: string, kind: TargetKind, sampleRss = false, pids: ServicePids = {}, again?: () => Promise<void>,
+): Promise<SyncMeasurement> {
   if (kind === "sqlite") linkOnDemandPackage("better-sqlite3"); // not in npm install: installed on first use
   const dir = kind !== "postgres" ? mkdtempSync(join(tmpdir(), "bench-sync-")) : undefined;
   const pg = kind === "postgres" ? await database("exportsvc_bench_sync_copy") : undefined;
@@ -127,7 +137,18 @@ async function measureSync(name: string, baseUrl: string, apiKey: string, datase
     const seconds = secondsSince(started);
     const cpu = cpuSince(cpuBefore);
     if (summary.failed.length) throw new Error(`${name}: ${JSON.stringify(summary.failed)}`);
-    return { name, rows: summary.rows, bytes, pages, seconds, cpu, peakRssGrowthMb: sampleRss ? (peak - before) / 1e6 : undefined };
+    const measured: SyncMeasurement = { name, rows: summary.rows, bytes, pages, seconds, cpu, peakRssGrowthMb: sampleRss ? (peak - before) / 1e6 : undefined };
+    if (again) {
+      await again();
+      global.gc?.();
+      const base = process.memoryUsage().rss;
+      peak = base;
+      const second = await new SyncEngine(client, target, { only: [dataset] }).runOnce();
+      if (second.failed.length || second.rows === 0) throw new Error(`${name}, incremental: ${second.rows} rows, ${JSON.stringify(second.failed)}`);
+      measured.againRows = second.rows;
+      measured.againPeakRssGrowthMb = (peak - base) / 1e6;
+    }
+    return measured;
   } finally {
     if (sampler) clearInterval(sampler);
     await target.close();
@@ -319,11 +340,17 @@ async function main() {
       );
       log(`\ngenerated ${wideRows} customers with a ${wideBytes}-byte field in ${Date.now() - t} ms`);
       for (const { kind, label } of TARGETS) {
-        const wide = await measureSync(`sync resources_customers (wide) → ${label}`, baseUrl, apiKey, "resources_customers", kind, true);
+        // Then every wide row changed: the incremental pass upserts them, pages as wide as the backfill's.
+        const touchAll = async () => {
+          await pool.query("UPDATE customers SET name = name || ' (changed)', last_modified = clock_timestamp() WHERE organization_id = $1", [organizationId]);
+          await new Promise((r) => setTimeout(r, 2000)); // past the visibility horizon
+        };
+        const wide = await measureSync(`sync resources_customers (wide) → ${label}`, baseUrl, apiKey, "resources_customers", kind, true, {}, touchAll);
         log(line(wide));
         log(
           `memory (${kind}): peak RSS growth ${wide.peakRssGrowthMb!.toFixed(0)} MB while streaming ${wide.pages} pages, ${(wide.bytes / 1e6).toFixed(0)} MB in all ` +
-            `(${((wide.bytes / Math.max(1, wide.pages)) / 1e6).toFixed(0)} MB per page of up to 5000 rows with ${wideBytes}-byte fields)`,
+            `(${((wide.bytes / Math.max(1, wide.pages)) / 1e6).toFixed(0)} MB per page of up to 5000 rows with ${wideBytes}-byte fields); ` +
+            `incremental pass upserting ${wide.againRows} of them: ${wide.againPeakRssGrowthMb!.toFixed(0)} MB`,
         );
       }
     }
