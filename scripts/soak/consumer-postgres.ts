@@ -30,7 +30,15 @@ export async function startConsumerPostgres(opts: { niceness: number; maxConnect
     const postmaster = Number(readFileSync(join(pg.dataDir, "postmaster.pid"), "utf8").split("\n")[0]);
     // Backends fork from the postmaster and keep its niceness; its running helpers are reniced with it.
     try {
-      for (const pid of [postmaster, ...childrenOf(postmaster)]) setPriority(pid, opts.niceness);
+      setPriority(postmaster, opts.niceness);
+      for (const pid of childrenOf(postmaster)) {
+        try {
+          setPriority(pid, opts.niceness);
+        } catch (err) {
+          // A backend or helper that exited since it was listed (ESRCH) needs no priority.
+          if ((err as NodeJS.ErrnoException).code !== "ESRCH" && !/ESRCH|no such process/i.test((err as Error).message)) throw err;
+        }
+      }
     } catch (err) {
       await pg.stop().catch(() => undefined);
       throw new Error(`could not set the consumers' PostgreSQL to nice ${opts.niceness} (--consumer-nice 0 runs it as the service's): ${(err as Error).message}`);

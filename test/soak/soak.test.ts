@@ -46,8 +46,9 @@ describe("npm run soak", () => {
     const out = mkdtempSync(join(tmpdir(), "soak-ci-"));
     try {
       const r = await soak(["--minutes", "1", "--orgs", "20", "--seed", "30", "--out", out, "--png", ""], 12 * 60_000);
-      const report = JSON.parse(readFileSync(join(out, "soak-report.json"), "utf8"));
+      // Before the report is read: a run that ended early has written none, and its output says why.
       if (r.code !== 0) process.stderr.write(`${r.stdout}\n${r.stderr.slice(-6000)}\n`);
+      const report = JSON.parse(readFileSync(join(out, "soak-report.json"), "utf8"));
       expect(report.options.orgs).toBe(20);
       expect(report.changesWritten).toBeGreaterThan(0);
       expect(report.consumers.passes).toBeGreaterThan(20);

@@ -39,9 +39,11 @@ const EXAMPLES = 5;
 const MAX_LINE_SIZE = 32 * 1024 * 1024;
 const BUFFER_SIZE = 2 * MAX_LINE_SIZE;
 /**
- * DuckDB checkpoints once its write-ahead log holds this much. Its default, 16 MB, checkpointed
- * every dozen pages of suppliers, each checkpoint rewriting the table's open row group: commits
- * took several times as long (docs/benchmarks-history.md, "DuckDB").
+ * DuckDB checkpoints once its write-ahead log holds this much (and when the copy closes). Its
+ * default, 16 MB, checkpointed every dozen pages of suppliers, each checkpoint rewriting the table's
+ * open row group: commits took several times as long (docs/benchmarks-history.md, "DuckDB"); with
+ * wide rows each one re-read every row so far. With MEMORY_LIMIT, rows waiting for a checkpoint
+ * spill instead of filling memory, so checkpoints can be rare.
  */
 const CHECKPOINT_THRESHOLD = "4GB";
 /**
@@ -194,9 +196,10 @@ export class DuckDBTarget implements Target {
 
   /**
    * DuckDB's CSV reader parses the page: the records go to a scratch file as they arrive (counted,
-   * the last cursor kept, each cursor replaced by the generation: CursorFieldReplaced), then, in one
-   * transaction with the state, an appended page is inserted by one INSERT … SELECT from read_csv
-   * and any other page staged by read_csv and upserted.
+   * the last cursor kept, each cursor replaced by the generation: CursorFieldReplaced), then, in a
+   * transaction with the state (one per part: writeRawPageInParts), an appended page is inserted by
+   * one INSERT … SELECT from read_csv and any other page staged by read_csv and upserted. A page
+   * whose `_cursor` is not the last column, or whose caller has no statePart, is one transaction.
    */
   async writeRawPage(write: RawPageWrite): Promise<{ rows: number }> {
     if (!this.scratch) throw new Error("the DuckDB target is not open for writing");
