@@ -15,8 +15,6 @@ import { freePort } from "../../test/support/ports";
 export interface ConsumerPostgres {
   /** A new database for one copy; its URL. */
   createDatabase(name: string): Promise<string>;
-  /** The niceness its processes run at (0: as the service's). */
-  niceness: number;
   close(): Promise<void>;
 }
 
@@ -36,7 +34,7 @@ export async function startConsumerPostgres(opts: { niceness: number; maxConnect
           setPriority(pid, opts.niceness);
         } catch (err) {
           // A backend or helper that exited since it was listed (ESRCH) needs no priority.
-          if ((err as NodeJS.ErrnoException).code !== "ESRCH" && !/ESRCH|no such process/i.test((err as Error).message)) throw err;
+          if ((err as { info?: { code?: string } }).info?.code !== "ESRCH") throw err;
         }
       }
     } catch (err) {
@@ -47,7 +45,6 @@ export async function startConsumerPostgres(opts: { niceness: number; maxConnect
   opts.log(`the consumers' PostgreSQL on port ${port} (copies; nice ${opts.niceness}; data in ${dataDir})`);
   return {
     createDatabase: (name) => createDatabase(adminUrl, name, { replace: true }),
-    niceness: opts.niceness,
     async close() {
       await pg.stop().catch(() => undefined);
       if (!process.env.SIM_KEEP_DATA) rmSync(dataDir, { recursive: true, force: true });

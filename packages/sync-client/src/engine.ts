@@ -422,12 +422,13 @@ export class SyncEngine {
           if (count === this.limit && lastCursor) this.prefetch(entry, lastCursor);
           return advanced(count, lastCursor);
         };
-        const advanced = (count: number, lastCursor: string | null): DatasetState => ({
+        // `pages`: 1 for a page written, 0 for a part of one (RawPageWrite.statePart).
+        const advanced = (count: number, lastCursor: string | null, pages = 1): DatasetState => ({
           ...ds,
           columns,
           cursor: lastCursor ?? ds.cursor,
           cursorAt: lastCursor ? at : ds.cursorAt,
-          pages: ds.pages + 1,
+          pages: ds.pages + pages,
           rowsUpserted: ds.rowsUpserted + count,
         });
         let next: DatasetState | undefined;
@@ -442,7 +443,7 @@ export class SyncEngine {
             generation: ds.generation,
             append: ds.appending,
             stateAfter: (page) => (next = advance(page.rows, page.lastCursor)),
-            statePart: (part) => ({ ...ds, columns, cursor: part.lastCursor, cursorAt: at, rowsUpserted: ds.rowsUpserted + part.rows }),
+            statePart: (part) => advanced(part.rows, part.lastCursor, 0),
             recordsSeen: (page) => {
               if (page.rows === this.limit && page.lastCursor) this.prefetch(entry, page.lastCursor);
             },

@@ -195,23 +195,19 @@ export class DuckDBTarget implements Target {
   }
 
   /**
-   * DuckDB's CSV reader parses the page: the records go to a scratch file as they arrive (counted,
-   * the last cursor kept, each cursor replaced by the generation: CursorFieldReplaced), then, in a
-   * transaction with the state (one per part: writeRawPageInParts), an appended page is inserted by
-   * one INSERT … SELECT from read_csv and any other page staged by read_csv and upserted. A page
-   * whose `_cursor` is not the last column, or whose caller has no statePart, is one transaction.
+   * DuckDB's CSV reader parses the page. `_cursor` is the last column (docs/contract.md): the
+   * records go to scratch files as they arrive, counted, the last cursor kept and each cursor
+   * replaced by the generation (writeRawPageInParts). Otherwise the page is spooled as it is,
+   * staged by read_csv, counted there and upserted, in one transaction with the state.
    */
   async writeRawPage(write: RawPageWrite): Promise<{ rows: number }> {
     if (!this.scratch) throw new Error("the DuckDB target is not open for writing");
-    // `_cursor` is the last column (docs/contract.md): the page is counted on its way to the file.
-    const cursorLast = write.cursorColumn === write.header.length - 1;
-    if (cursorLast && write.statePart) return this.writeRawPageInParts(write, this.scratch);
+    if (write.cursorColumn === write.header.length - 1) return this.writeRawPageInParts(write, this.scratch);
     const file = join(this.scratch, "page.csv");
-    const counted = cursorLast ? new CursorFieldReplaced(String(write.generation)) : undefined;
     let rows = 0;
     try {
       try {
-        await (counted ? pipeline(write.records, counted, createWriteStream(file)) : pipeline(write.records, createWriteStream(file)));
+        await pipeline(write.records, createWriteStream(file));
       } catch (err) {
         // A body that failed is a failed page whatever was written.
         write.assertCleanEnd();
@@ -219,25 +215,10 @@ export class DuckDBTarget implements Target {
       }
       write.assertCleanEnd();
       await this.transaction(async () => {
-        const source = readPageCsv(file, write.header.length);
-        if (counted && write.append) {
-          rows = counted.rows;
-          const state = write.stateAfter({ rows, lastCursor: counted.lastCursor });
-          if (rows > 0) await this.insertPage(source, write.plan, write.header, write.generation);
-          await this.saveStateNow(state);
-          return;
-        }
-        await this.db.run(`CREATE OR REPLACE TEMP TABLE ${STAGE} AS SELECT * FROM ${source}`);
-        let lastCursor: string | null;
-        if (counted) {
-          rows = counted.rows;
-          lastCursor = counted.lastCursor;
-        } else {
-          const last = await this.rows(`SELECT count(*) OVER () AS n, c${write.cursorColumn} AS cursor FROM ${STAGE} ORDER BY rowid DESC LIMIT 1`);
-          rows = Number(last[0]?.n ?? 0);
-          lastCursor = (last[0]?.cursor as string | undefined) ?? null;
-        }
-        const state = write.stateAfter({ rows, lastCursor });
+        await this.db.run(`CREATE OR REPLACE TEMP TABLE ${STAGE} AS SELECT * FROM ${readPageCsv(file, write.header.length)}`);
+        const last = await this.rows(`SELECT count(*) OVER () AS n, c${write.cursorColumn} AS cursor FROM ${STAGE} ORDER BY rowid DESC LIMIT 1`);
+        rows = Number(last[0]?.n ?? 0);
+        const state = write.stateAfter({ rows, lastCursor: (last[0]?.cursor as string | undefined) ?? null });
         if (rows > 0) await this.upsertFromStage(write.plan, write.header, write.generation, state.key);
         await this.db.run(`DROP TABLE ${STAGE}`);
         await this.saveStateNow(state);
@@ -258,11 +239,11 @@ export class DuckDBTarget implements Target {
    * submission's rows across it are trimmed as across pages). A failure after some parts committed
    * leaves their rows stored and the state after them: a retry from the page's cursor upserts them
    * again, and on an appended read they are resolved when the read ends, as every appended row
-   * served twice is.
+   * served twice is. A caller without statePart gets the page in one part.
    */
   private async writeRawPageInParts(write: RawPageWrite, scratch: string): Promise<{ rows: number }> {
     const counted = new MarkedCursorFieldReplaced(String(write.generation));
-    const spool = new PartFiles(join(scratch, "page"), counted.marks, this.opts.partBytes ?? PAGE_PART_BYTES);
+    const spool = new PartFiles(join(scratch, "page"), counted.marks, write.statePart ? (this.opts.partBytes ?? PAGE_PART_BYTES) : Infinity);
     try {
       try {
         await pipeline(write.records, counted, spool);
