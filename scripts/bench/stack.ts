@@ -1,6 +1,7 @@
 import { randomBytes } from "node:crypto";
 import type { Pool } from "pg";
 import { generateApiKey, hashApiKeySecret } from "@exportsvc/common";
+import { loadRegistryEntry, loadRenderedPlan, servesRendered } from "@exportsvc/datasets";
 import { freePort } from "../lib/ports";
 import { startStack, type RunningStack } from "../lib/stack";
 
@@ -36,4 +37,28 @@ export async function startBenchStack(
     serviceEnv: { gateway: { RATE_LIMIT_PER_WINDOW: "1000000" } },
   });
   return { stack, apiKey: key.secret, cursorKeys, exportAddress: `127.0.0.1:${exportPort}` };
+}
+
+/**
+ * Waits until the schema service has rendered each of `keys` (resource datasets, deviations) of the
+ * organization into a current table (docs/export.md, "Rendered datasets"), as it does in production
+ * before such a dataset's first backfill; a listing first, so the organization's registry exists.
+ */
+export async function awaitRendered(pool: Pool, baseUrl: string, apiKey: string, organizationId: string, keys: readonly string[], timeoutMs = 600_000): Promise<number> {
+  const started = Date.now();
+  const listing = await fetch(`${baseUrl}/v1/datasets`, { headers: { authorization: `Bearer ${apiKey}` } });
+  if (!listing.ok) throw new Error(`listing before the render wait: HTTP ${listing.status}`);
+  await listing.arrayBuffer();
+  for (;;) {
+    let pending = 0;
+    for (const key of keys) {
+      const entry = await loadRegistryEntry(pool, organizationId, key);
+      const plan = entry ? await loadRenderedPlan(pool, organizationId, entry) : undefined;
+      if (plan?.state.tableName === null) throw new Error(`${key} is not rendered: it has fewer rows than RENDERED_DATASETS_MIN_ROWS`);
+      if (!entry || !plan?.current || !servesRendered(entry, plan.state)) pending++;
+    }
+    if (pending === 0) return (Date.now() - started) / 1000;
+    if (Date.now() - started > timeoutMs) throw new Error(`${pending} of ${keys.join(", ")} not rendered after ${timeoutMs / 1000} s`);
+    await new Promise((resolve) => setTimeout(resolve, 250));
+  }
 }

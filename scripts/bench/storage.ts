@@ -39,7 +39,7 @@ import { openBenchDatabase } from "./database";
 import { createBenchForm, measureInScenario, measureRawTable, SCENARIOS } from "./form-pages";
 import { envInt, log, median } from "./helpers";
 import { measureHttp, measureRawCopy, payloadPosition, type Measurement } from "./measure";
-import { newBenchCursorKeys, startBenchStack } from "./stack";
+import { awaitRendered, newBenchCursorKeys, startBenchStack } from "./stack";
 import { measureSyncBackfillRatios } from "./sync";
 import { runAsScript } from "../lib/run-script";
 
@@ -116,6 +116,8 @@ async function main(): Promise<void> {
     await pool.query("CHECKPOINT").catch(() => undefined);
     stack = await startBenchStack(pool, db.url, organizationId, cursorKeys);
     const started = stack;
+    const renderSeconds = await awaitRendered(pool, started.stack.baseUrl, started.apiKey, organizationId, [BENCH_DATASET, "deviations"]);
+    log(`rendered tables of ${BENCH_DATASET} and deviations current after ${renderSeconds.toFixed(1)} s`);
 
     // Part 1: the flat limit, resources and deviations, interleaved.
     const paths: Record<string, () => Promise<Measurement>> = {

@@ -43,7 +43,7 @@ import { generateSuppliers } from "./dataset";
 import { cpuLine, cpuSince, cpuSnapshot, type CpuAccount } from "./cpu";
 import { envInt as num, log, secondsSince } from "./helpers";
 import { measureHttp, type Measurement } from "./measure";
-import { newBenchCursorKeys, startBenchStack } from "./stack";
+import { awaitRendered, newBenchCursorKeys, startBenchStack } from "./stack";
 import { linkOnDemandPackage } from "../tools/on-demand";
 import { runAsScript } from "../lib/run-script";
 
@@ -200,6 +200,9 @@ async function withSource<T>(
       const grid = listing.datasets.find((d) => d.parentDataset && !listing.datasets.find((p) => p.key === d.parentDataset)?.parentDataset)!;
       const nestedGrid = listing.datasets.find((d) => d.parentDataset === grid.key)!;
       const datasets = { resources: "resources_suppliers", submission: grid.parentDataset!, grid: grid.key, nestedGrid: nestedGrid.key };
+      // As in production before a first backfill: the suppliers' rendered table is current (docs/export.md, "Rendered datasets").
+      const renderSeconds = await awaitRendered(pool, stack.baseUrl, apiKey, organizationId, [datasets.resources]);
+      log(`rendered table of ${datasets.resources} current after ${renderSeconds.toFixed(1)} s`);
       const pids = Object.fromEntries(Object.entries(stack.processes).map(([name, child]) => [name, child.pid]));
       return await work({ pool, organizationId, baseUrl: stack.baseUrl, apiKey, datasets, pids });
     } finally {

@@ -97,7 +97,9 @@ export async function startCluster(opts: ClusterOptions): Promise<Cluster> {
       cursorKeys: `3:${randomBytes(24).toString("base64")}`,
       ports: { gateway: gatewayPort, catalog: ports[1], export: exportPort, schema: ports[3], metrics: metricsPorts },
       env: { SHUTDOWN_GRACE_MS: "3000", ...(opts.env ?? {}) },
-      serviceEnv: { gateway: { EXPORT_ADDRESS: `127.0.0.1:${proxy.port}` } },
+      // Every resource dataset and deviations rendered, however small, and soon after each write: pages
+      // alternate between rendered tables and live reads, and the copies must converge all the same.
+      serviceEnv: { gateway: { EXPORT_ADDRESS: `127.0.0.1:${proxy.port}` }, schema: { RENDERED_DATASETS_MIN_ROWS: "0", RENDERED_DATASETS_INTERVAL_MS: "200" } },
     },
     120_000,
   );

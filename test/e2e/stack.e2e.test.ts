@@ -230,4 +230,6 @@ const BACKGROUND_FAN_OUT: RegExp[] = [
   /^SELECT organization_id, form_id FROM form_dataset_pending_floors\s+WHERE held AND/, // maintenance: pending floors held back, oldest first
   /^WITH doomed AS \(\s*SELECT organization_id, scope, deleted_at, id, seq FROM dataset_tombstones\s+WHERE deleted_at </, // retention: prune tombstones of every organization
   /^WITH doomed AS \(\s*SELECT organization_id, kind, rewritten_at, record_id, seq FROM dataset_rewrite_log\s+WHERE rewritten_at </, // retention: prune rewrite log entries of every organization
+  /^SELECT organization_id::text AS organizationId, dataset FROM \(\s*SELECT r\.organization_id, r\.key AS dataset, s\.rendered_at FROM dataset_registry r/, // rendered datasets: the ones behind (renderCandidates)
+  /^SELECT organization_id, table_name FROM rendered_dataset_retired_tables WHERE retired_at </, // rendered datasets: retired tables past their grace
 ];

@@ -60,7 +60,9 @@ export async function startE2E(opts: E2EOptions = {}): Promise<E2E> {
         metrics: metricsPorts,
       },
       env: { RATE_LIMIT_PER_WINDOW: "100000", ...(opts.env ?? {}) },
-      serviceEnv: opts.serviceEnv,
+      // Every resource dataset and deviations rendered however small (docs/export.md, "Rendered datasets"), so
+      // end-to-end suites read rendered tables as well as live pages; a suite may still override.
+      serviceEnv: { ...opts.serviceEnv, schema: { RENDERED_DATASETS_MIN_ROWS: "0", RENDERED_DATASETS_INTERVAL_MS: "200", ...opts.serviceEnv?.schema } },
       // Generous by default: four processes compiling TypeScript on a loaded machine; a service that fails exits first.
     }, opts.startTimeoutMs ?? 150_000);
   });

@@ -60,8 +60,11 @@ export async function tenantTables(pool: Pool): Promise<string[]> {
   return rows.map((r) => (r.schema === "public" ? r.name : `${r.schema}.${r.name}`)).filter((t) => !REFERENCE_TABLES.includes(t));
 }
 
-/** Per-organization form dataset tables (form_ds_<org>.t_…) and form_ds.t_… tables from earlier builds. */
-const FORM_TABLE = String.raw`form_ds(?:_[0-9a-f]{32})?\.t_\w+`;
+/**
+ * Per-organization form dataset tables (form_ds_<org>.t_…), form_ds.t_… tables from earlier builds,
+ * and rendered resource datasets and deviations (form_ds_<org>.rd_…).
+ */
+const FORM_TABLE = String.raw`form_ds(?:_[0-9a-f]{32})?\.(?:t|rd)_\w+`;
 
 /** `organization_id = $n`, `= '<uuid>'` (COPY has no parameters) or `= <plpgsql argument>`: one organization. */
 const ORGANIZATION_EQUALITY = /\borganization_id\s*=\s*(\$\d+|'[0-9a-fA-F-]{36}'|E'[0-9a-fA-F-]{36}'|org\b|\(\s*\$\d+)/i;

@@ -1,5 +1,5 @@
 import type { Pool, PoolClient } from "pg";
-import { commandCompleted } from "@exportsvc/db";
+import { commandCompleted, CopyTextUnescaper } from "@exportsvc/db";
 import { PAGE_SESSION_SETTINGS_SQL } from "@exportsvc/datasets";
 import { to as copyTo } from "pg-copy-streams";
 import type { StreamSink } from "@exportsvc/rpc";
@@ -39,10 +39,18 @@ export interface CopyOptions {
   chunkBytes: number;
   /** Longest wait for the sink to accept a chunk; then the page is aborted (StreamStalled). */
   stallTimeoutMs: number;
+  /**
+   * "csv" (default): the SELECT's columns are the record's fields. "text": the SELECT has one
+   * column, each row's CSV record already (a rendered dataset's page), COPYed as text and unescaped.
+   */
+  format?: CopyFormat;
 }
 
+/** How a page's SELECT is COPYed (CopyOptions.format). */
+export type CopyFormat = "csv" | "text";
+
 /**
- * Runs `COPY (<select>) TO STDOUT (FORMAT csv)` and forwards its bytes, prefixed by `prefix`, in
+ * Runs `COPY (<select>) TO STDOUT (FORMAT csv)` (or FORMAT text, CopyOptions.format) and forwards its bytes, prefixed by `prefix`, in
  * chunks of exactly `chunkBytes` (the last one shorter). Nothing is sent until the first chunk is
  * full or the page is complete, so any failure inside the first chunk reaches the caller as a plain
  * error (the gateway can still answer with a problem response).
@@ -54,6 +62,8 @@ export interface CopyOptions {
  */
 export async function copyToSink(pool: Pool, select: string, prefix: Buffer, sink: ChunkSink, options: CopyOptions): Promise<CopyOutcome> {
   const { chunkBytes, stallTimeoutMs } = options;
+  const format = options.format ?? "csv";
+  const unescaper = format === "text" ? new CopyTextUnescaper() : undefined;
   const client = await pool.connect();
   await prepareSession(client).catch((err) => {
     client.release(true);
@@ -62,7 +72,7 @@ export async function copyToSink(pool: Pool, select: string, prefix: Buffer, sin
   let destroyConnection = false;
   let sentChunks = 0;
   let bytes = 0;
-  const stream = client.query(copyTo(`COPY (${select}) TO STDOUT (FORMAT csv)`));
+  const stream = client.query(copyTo(`COPY (${select}) TO STDOUT (FORMAT ${format})`));
   const completed = commandCompleted(stream);
 
   let cancelled = false;
@@ -101,8 +111,9 @@ export async function copyToSink(pool: Pool, select: string, prefix: Buffer, sin
   };
 
   try {
-    for await (const data of stream as AsyncIterable<Buffer>) {
+    for await (const raw of stream as AsyncIterable<Buffer>) {
       if (cancelled) break;
+      const data = unescaper ? unescaper.push(raw) : raw;
       pending.push(data);
       pendingBytes += data.length;
       if (pendingBytes < chunkBytes) continue;
@@ -115,6 +126,7 @@ export async function copyToSink(pool: Pool, select: string, prefix: Buffer, sin
       pending = [joined.subarray(offset)];
       pendingBytes = joined.length - offset;
     }
+    if (!cancelled) unescaper?.end();
     if (!cancelled && pendingBytes > 0) await send(Buffer.concat(pending, pendingBytes));
     if (cancelled) return { bytes, rows: 0, cancelled };
     await completed;

@@ -12,7 +12,7 @@ import {
 } from "@exportsvc/datasets";
 import type { ExportCsvRequest } from "@exportsvc/proto";
 import { callTraceId, grpcSink, type grpc } from "@exportsvc/rpc";
-import { copyToSink, StreamFailedAfterFirstChunk, StreamStalled, type ChunkSink, type CopyOutcome } from "./copy-stream";
+import { copyToSink, StreamFailedAfterFirstChunk, StreamStalled, type ChunkSink, type CopyFormat, type CopyOutcome } from "./copy-stream";
 import type { ExportMetrics } from "./metrics";
 import type { SiteCounts } from "./site-counts";
 import { startHorizon, visibilityHorizon, type FormIdHints, type HorizonOptions, type ReadReplicaPool } from "./visibility";
@@ -57,6 +57,8 @@ export interface PagePlan {
   source: Pool;
   /** Builds the page query; what it throws means the dataset cannot be exported (notExportable). */
   select(): string;
+  /** How the query is COPYed (default csv; text for one column of whole records). */
+  format?: CopyFormat;
   header: Buffer;
   /** What the page's log line adds (the feed, the site names' lookup). */
   logFields?: Record<string, unknown>;
@@ -92,7 +94,7 @@ export function feedHandler<Request extends PageRequest, Response>(deps: ExportD
         throw notExportable(deps.logger, dataset.key, err, traceId);
       }
       const { organizationId } = request;
-      const outcome = await streamCsv(deps, { source: plan.source, select, header: plan.header, sink, dataset, organizationId, traceId, what });
+      const outcome = await streamCsv(deps, { source: plan.source, select, format: plan.format, header: plan.header, sink, dataset, organizationId, traceId, what });
       plan.streamed?.(outcome);
       const ms = Number(process.hrtime.bigint() - started) / 1e6;
       deps.logger.info({ organizationId, dataset: dataset.key, ...plan.logFields, bytes: outcome.bytes, rows: outcome.rows, cancelled: outcome.cancelled, ms }, `${what} page`);
@@ -140,6 +142,7 @@ interface CsvStreamTarget {
   /** The pool the page is read from: the primary, or the read replica once it has caught up. */
   source: Pool;
   select: string;
+  format?: CopyFormat;
   header: Buffer;
   sink: ChunkSink;
   dataset: PageDataset;
@@ -155,9 +158,9 @@ interface CsvStreamTarget {
  * rendered) to the service's errors. Shared by every CSV-shaped feed of a dataset.
  */
 async function streamCsv(deps: ExportDependencies, target: CsvStreamTarget): Promise<CopyOutcome> {
-  const { source, select, header, sink, dataset, organizationId, traceId, what } = target;
+  const { source, select, format, header, sink, dataset, organizationId, traceId, what } = target;
   try {
-    const outcome = await copyToSink(source, select, header, sink, { chunkBytes: deps.chunkBytes, stallTimeoutMs: deps.stallTimeoutMs + CONSUMER_STALL_MARGIN_MS });
+    const outcome = await copyToSink(source, select, header, sink, { chunkBytes: deps.chunkBytes, stallTimeoutMs: deps.stallTimeoutMs + CONSUMER_STALL_MARGIN_MS, format });
     if (outcome.cancelled) deps.metrics?.recordStreamAbort("client_disconnect");
     return outcome;
   } catch (err) {

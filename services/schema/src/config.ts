@@ -18,6 +18,15 @@ export const schemaConfigSchema = grpcServiceConfigSchema({ GRPC_PORT: GRPC_PORT
    * connections opened for the rebuild's duration, outside the pool (1 = one table at a time).
    */
   FORM_REBUILD_PARALLELISM: env.int(3, 1, 16),
+  /**
+   * Render resource datasets and deviations into tables of their organization's schema, which pages
+   * read while they are current (docs/export.md, "Rendered datasets"); off: every page reads live.
+   */
+  RENDERED_DATASETS: env.bool(true),
+  /** How often the schema service looks for rendered datasets behind their sources. */
+  RENDERED_DATASETS_INTERVAL_MS: env.int(1000, 50),
+  /** Datasets with fewer rows are not rendered (a live page of them is cheap). */
+  RENDERED_DATASETS_MIN_ROWS: env.int(5000, 0),
   /** Days a dataset's deletion feed keeps a tombstone before the schema service prunes it. */
   TOMBSTONE_RETENTION_DAYS: env.int(DEFAULT_TOMBSTONE_RETENTION_DAYS, 1, 3650),
   /** Organizations the registry sync queue worker syncs at once (each holds a pool connection). */

@@ -1,10 +1,11 @@
 import { createLogger, type Logger } from "@exportsvc/common";
 import { createPool, isDatabaseUnavailable } from "@exportsvc/db";
 import { CursorCodec, SERVICE_APPLICATION_NAME } from "@exportsvc/datasets";
-import { startMaintenanceLoop, type MaintenanceLoop, type RebuildReport } from "@exportsvc/form-datasets";
+import { DEFAULT_DROP_GRACE_MS, startMaintenanceLoop, type MaintenanceLoop, type RebuildReport } from "@exportsvc/form-datasets";
 import { SchemaService } from "@exportsvc/proto";
 import { serve, startGrpcService } from "@exportsvc/rpc";
 import type { SchemaConfig } from "./config";
+import { startRenderedDatasets, type RenderedDatasetsLoop } from "./maintenance/rendered-datasets";
 import { startTombstonePruning } from "./maintenance/tombstone-pruning";
 import { syncDatasets } from "./handlers/sync-datasets";
 import { RegistrySyncWorker } from "./queue/registry-sync-worker";
@@ -39,6 +40,12 @@ export function rebuildOutcome(status: RebuildReport["status"]): RebuildOutcome 
   if (status === "failed" || status === "error") return "failure";
   return "superseded";
 }
+
+/**
+ * A rendered dataset is rendered again at the earliest this many times its last render's duration
+ * after it: under constant writes its renders take at most a tenth of a connection's time.
+ */
+export const RENDER_DUTY_FACTOR = 10;
 
 export const DEFAULT_SYNCERS: readonly DatasetSyncer[] = [fixedDatasetsSyncer];
 
@@ -76,11 +83,24 @@ export async function start(config: SchemaConfig, options: SchemaServiceOptions 
         })
       : undefined;
     const pruning = startTombstonePruning(pool, { retentionDays: config.TOMBSTONE_RETENTION_DAYS, log });
+    const rendered: RenderedDatasetsLoop | undefined = config.RENDERED_DATASETS
+      ? startRenderedDatasets(pool, {
+          codec: config.CURSOR_KEYS ? new CursorCodec({ keyring: config.CURSOR_KEYS }) : undefined,
+          minRows: config.RENDERED_DATASETS_MIN_ROWS,
+          intervalMs: config.RENDERED_DATASETS_INTERVAL_MS,
+          dutyFactor: RENDER_DUTY_FACTOR,
+          dropGraceMs: DEFAULT_DROP_GRACE_MS,
+          organizationId: options.formMaintenanceOrganizationId,
+          log,
+          onRender: (result) => metrics.observeRender(result.outcome, result.ms / 1000),
+        })
+      : undefined;
     return {
       stop: async () => {
         await worker.stop();
         await formMaintenance?.stop();
         await pruning.stop();
+        await rendered?.stop();
       },
     };
   };

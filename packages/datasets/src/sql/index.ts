@@ -6,3 +6,4 @@ export { attributeExpression, dateAttribute, numberAttribute } from "./attribute
 export * from "./page-query";
 export * from "./deletions-query";
 export * from "./rewrites-query";
+export * from "./rendered";

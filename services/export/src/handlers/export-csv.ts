@@ -1,4 +1,16 @@
-import { buildPageQuery, formIdOfDataset, servesStoredCursors, siteNameLookup, type CursorPosition } from "@exportsvc/datasets";
+import {
+  buildPageQuery,
+  buildRenderedPageQuery,
+  formIdOfDataset,
+  isRenderedKind,
+  loadRenderedPlan,
+  RENDERED_PAGE_COPY_FORMAT,
+  servesRendered,
+  servesStoredCursors,
+  siteNameLookup,
+  type CursorPosition,
+  type PageRequest,
+} from "@exportsvc/datasets";
 import { create } from "@bufbuild/protobuf";
 import { ExportCsvResponseSchema, type ExportCsvRequest } from "@exportsvc/proto";
 import { resolveCursor } from "../cursor-check";
@@ -21,28 +33,30 @@ const csvPage =
       // Form datasets: whether the rows' stored cursors are served, decided once for the query and the metric.
       const storedCursors = dataset.tableName !== undefined ? servesStoredCursors(dataset, request.organizationId, deps.codec) : undefined;
       const siteNames = dataset.kind === "submission" ? siteNameLookup(deps.siteCounts?.get(request.organizationId), params.limit) : undefined;
+      // Resource datasets and deviations: their rendered table when it is current (docs/export.md, "Rendered datasets"),
+      // read from the same database as the page.
+      const rendered = isRenderedKind(dataset) ? await loadRenderedPlan(source, request.organizationId, dataset) : undefined;
+      const fromTable = rendered?.current === true && servesRendered(dataset, rendered.state) ? rendered.state : undefined;
+      const page: PageRequest = {
+        organizationId: request.organizationId,
+        limit: params.limit,
+        storedCursors,
+        after,
+        completedFromMicros: params.completedFromMicros,
+        completedToMicros: params.completedToMicros,
+        visibleBeforeMicros,
+        siteNames,
+      };
       return {
         source,
         header: csvHeader(dataset),
-        select: () =>
-          buildPageQuery(
-            dataset,
-            {
-              organizationId: request.organizationId,
-              limit: params.limit,
-              storedCursors,
-              after,
-              completedFromMicros: params.completedFromMicros,
-              completedToMicros: params.completedToMicros,
-              visibleBeforeMicros,
-              siteNames,
-            },
-            deps.codec,
-          ),
-        logFields: siteNames ? { siteNames } : undefined,
+        select: () => (fromTable ? buildRenderedPageQuery(dataset, fromTable, page, deps.codec) : buildPageQuery(dataset, page, deps.codec)),
+        format: fromTable ? RENDERED_PAGE_COPY_FORMAT : undefined,
+        logFields: { ...(siteNames ? { siteNames } : {}), ...(isRenderedKind(dataset) ? { rendered: fromTable !== undefined } : {}) },
         streamed: (outcome) => {
           deps.metrics?.recordExport(dataset.kind, outcome.rows, outcome.bytes);
           if (storedCursors !== undefined) deps.metrics?.recordFormPage(storedCursors ? "stored" : "signed");
+          if (isRenderedKind(dataset)) deps.metrics?.recordRenderedPage(fromTable ? "table" : "live");
         },
       };
     };

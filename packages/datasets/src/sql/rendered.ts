@@ -1,0 +1,205 @@
+import { isDeepStrictEqual } from "node:util";
+import type { CursorCodec, CursorKey } from "../cursor";
+import type { Queryable } from "../registry";
+import type { ColumnSpec } from "../types";
+import { identifier, integerLiteral, tableIdentifier, textLiteral, timestamptzLiteral, uuidLiteral } from "./literals";
+import { buildPageQuery, headerFields, rowsBinding, sourceOf, type PageDataset, type PageRequest } from "./page-query";
+import { ROW } from "./resources";
+import { REWRITE_REFERENCES, rewriteFeed } from "./rewrites-query";
+
+/*
+ * Rendered datasets (migration 130, docs/export.md "Rendered datasets"): a resource dataset's or
+ * deviations' rows rendered once into a table of the organization's schema, column `line` holding
+ * each row's CSV record up to its `_cursor`, with the signed `_cursor` stored. The schema
+ * service writes them (services/schema/src/maintenance/rendered-datasets.ts); a page reads them only
+ * while its own statement finds nothing they were rendered from changed (renderedPageQuery).
+ */
+
+/**
+ * The rendering code's version: a page or a render by code of another version does not trust the
+ * table (a deploy that changes how a column renders re-renders every table).
+ */
+export const RENDER_VERSION = 1;
+
+/** Datasets rendered into tables: the ones read live from the source tables. */
+export const isRenderedKind = (dataset: Pick<PageDataset, "kind">): boolean => dataset.kind === "resource" || dataset.kind === "deviations";
+
+/**
+ * A text column as PostgreSQL's `COPY ... (FORMAT csv)` writes it in a record of several fields: NULL
+ * as nothing, the empty string and any value holding a comma, a double quote, CR or LF in double
+ * quotes (quotes doubled), anything else as is (docs/contract.md §5). `column` is read several times:
+ * a column reference, never an expression to compute.
+ */
+export const csvFieldSql = (column: string): string =>
+  `CASE WHEN ${column} IS NULL THEN '' WHEN ${column} = '' OR ${column} ~ '[,"\r\n]' THEN '"' || replace(${column}, '"', '""') || '"' ELSE ${column} END`;
+
+/** The CSV record of these text columns (csvFieldSql each, comma-separated), without its line end. */
+export const csvRecordSql = (columns: readonly string[]): string => columns.map(csvFieldSql).join(" || ',' || ");
+
+/**
+ * How a page of a rendered table is COPYed: one text column, the CSV record, which `FORMAT text`
+ * writes as is but for backslash escapes (CopyTextUnescaper undoes them).
+ */
+export const RENDERED_PAGE_COPY_FORMAT = "text";
+
+/** The rewrite log's kinds whose entries can change what this dataset's rows show (REWRITE_REFERENCES). */
+export function rewriteKindsOf(dataset: Pick<PageDataset, "kind" | "sourceRef">): string[] {
+  return [...new Set((REWRITE_REFERENCES[rewriteFeed(dataset)] ?? []).map((r) => r.kind))].sort();
+}
+
+/** A dataset's row of rendered_datasets. */
+export interface RenderedState {
+  organizationId: string;
+  dataset: string;
+  /** NULL: not rendered (the dataset held too few rows to be worth it): pages read it live. */
+  tableName: string | null;
+  columns: ColumnSpec[];
+  renderVersion: number;
+  sourceVersion: string;
+  organizationRewrites: string;
+  datasetRewrites: string;
+  /** µs since the Unix epoch, as text (bigint). */
+  rewritesFromMicros: string;
+  rewriteEntries: string;
+  cursorSignature: string | null;
+  renderedAt: Date;
+  renderMs: number;
+}
+
+const STATE_COLUMNS = `s.organization_id::text AS "organizationId", s.dataset, s.table_name AS "tableName", s.columns,
+  s.render_version AS "renderVersion", s.source_version::text AS "sourceVersion", s.organization_rewrites::text AS "organizationRewrites",
+  s.dataset_rewrites::text AS "datasetRewrites", (extract(epoch FROM s.rewrites_from) * 1000000)::bigint::text AS "rewritesFromMicros",
+  s.rewrite_entries::text AS "rewriteEntries", s.cursor_signature AS "cursorSignature", s.rendered_at AS "renderedAt", s.render_ms AS "renderMs"`;
+
+/** The dataset's rendered table, if any, for the schema service (locked for its render). */
+export async function loadRenderedState(db: Queryable, organizationId: string, dataset: string, opts: { forUpdate?: boolean } = {}): Promise<RenderedState | undefined> {
+  const { rows } = await db.query<RenderedState>(
+    `SELECT ${STATE_COLUMNS} FROM rendered_datasets s WHERE s.organization_id = $1 AND s.dataset = $2${opts.forUpdate ? " FOR UPDATE" : ""}`,
+    [organizationId, dataset],
+  );
+  return rows[0];
+}
+
+/** A page's view of its dataset's rendered table: the state, and whether the table was current when read. */
+export interface RenderedPlan {
+  state: RenderedState;
+  current: boolean;
+}
+
+/** The dataset's rendered table for a page, with whether it is current now (renderedIsCurrentSql's test); undefined: none. */
+export async function loadRenderedPlan(db: Queryable, organizationId: string, dataset: PageDataset): Promise<RenderedPlan | undefined> {
+  const { rows } = await db.query<RenderedState & { current: boolean }>(
+    `SELECT ${STATE_COLUMNS}, ${currentConditions(organizationId, dataset)} AS current
+       FROM rendered_datasets s WHERE s.organization_id = ${uuidLiteral(organizationId)} AND s.dataset = ${textLiteral(dataset.key)}`,
+  );
+  if (!rows[0]) return undefined;
+  const { current, ...state } = rows[0];
+  return { state, current };
+}
+
+/** Whether a page of `dataset` (as the registry has it now) may be read from the rendered table `state`. */
+export function servesRendered(dataset: PageDataset, state: RenderedState | undefined): state is RenderedState & { tableName: string } {
+  return state !== undefined && state.tableName !== null && state.renderVersion === RENDER_VERSION && isDeepStrictEqual(state.columns, dataset.columns);
+}
+
+/** The SQL expressions renderInputs reads: the organization, the dataset key, its rewrite kinds (text[]) and the entries' lower bound. */
+export interface RenderInputsScope {
+  organization: string;
+  dataset: string;
+  kinds: string;
+  rewritesFrom: string;
+}
+
+/**
+ * What rendered rows are rendered from, now, as SQL scalars of one statement: the source's change
+ * counter, the two rewrite counters, the rewrite entries of the dataset's kinds stamped at or after
+ * `rewritesFrom`, and whether entries of those kinds were pruned from then on (which could hide one).
+ */
+export function renderInputs({ organization: o, dataset: k, kinds, rewritesFrom: from }: RenderInputsScope) {
+  return {
+    sourceVersion: `COALESCE((SELECT d.version FROM dataset_changes d WHERE d.organization_id = ${o} AND d.dataset = ${k}), 0)`,
+    organizationRewrites: `COALESCE((SELECT w.version FROM dataset_rewrites w WHERE w.organization_id = ${o}), 0)`,
+    datasetRewrites: `COALESCE((SELECT w.version FROM dataset_rewrite_counters w WHERE w.organization_id = ${o} AND w.dataset = ${k}), 0)`,
+    rewriteEntries: `(SELECT count(*) FROM dataset_rewrite_log l WHERE l.organization_id = ${o} AND l.kind = ANY(${kinds}) AND l.rewritten_at >= ${from})`,
+    prunedSince: `EXISTS (SELECT 1 FROM dataset_rewrite_watermarks m WHERE m.organization_id = ${o} AND m.kind = ANY(${kinds}) AND m.pruned_through_at >= ${from})`,
+  };
+}
+
+/** renderInputs of one dataset of one organization (literals). */
+export function renderInputsSql(organizationId: string, dataset: Pick<PageDataset, "key" | "kind" | "sourceRef">, rewritesFrom: string) {
+  const kinds = `ARRAY[${rewriteKindsOf(dataset).map(textLiteral).join(", ")}]::text[]`;
+  return renderInputs({ organization: uuidLiteral(organizationId), dataset: textLiteral(dataset.key), kinds, rewritesFrom });
+}
+
+/** SQL boolean on the rendered_datasets row `s`: nothing its table was rendered from has changed since. */
+function currentConditions(organizationId: string, dataset: PageDataset): string {
+  const inputs = renderInputsSql(organizationId, dataset, "s.rewrites_from");
+  return `(s.table_name IS NOT NULL AND s.render_version = ${integerLiteral(RENDER_VERSION)}
+      AND s.source_version = ${inputs.sourceVersion}
+      AND s.organization_rewrites = ${inputs.organizationRewrites}
+      AND s.dataset_rewrites = ${inputs.datasetRewrites}
+      AND s.rewrite_entries = ${inputs.rewriteEntries}
+      AND NOT ${inputs.prunedSince})`;
+}
+
+/**
+ * SQL boolean: the table `state` names still holds the dataset exactly as a live read would render
+ * it. True only when, in the statement's snapshot, the state row still names that table, and
+ * neither the dataset's own rows (dataset_changes), nor the records its rows show by name or
+ * relation (the rewrite counters and log) changed since its render.
+ */
+export function renderedIsCurrentSql(organizationId: string, dataset: PageDataset, state: RenderedState & { tableName: string }): string {
+  return `EXISTS (SELECT 1 FROM rendered_datasets s
+    WHERE s.organization_id = ${uuidLiteral(organizationId)} AND s.dataset = ${textLiteral(dataset.key)}
+      AND s.table_name = ${textLiteral(state.tableName)} AND ${currentConditions(organizationId, dataset)})`;
+}
+
+/**
+ * The page of a rendered dataset as one statement: the rendered table's rows when it is current
+ * (renderedIsCurrentSql, evaluated once), else the live page query, so what a page holds never
+ * depends on how far the schema service has got. Both branches take the same position, limit and
+ * visibility horizon; the rendered branch walks the table's (organization_id, last_modified, id)
+ * index and computes nothing but stored text.
+ */
+export function buildRenderedPageQuery(dataset: PageDataset, state: RenderedState & { tableName: string }, request: PageRequest, codec: CursorCodec): string {
+  if (!Number.isInteger(request.limit) || request.limit < 1) throw new RangeError("limit must be a positive integer");
+  const org = uuidLiteral(request.organizationId);
+  const where = [`c.organization_id = ${org}`];
+  if (request.after) where.push(`(c.last_modified, c.id) > (${timestamptzLiteral(request.after.lastModifiedMicros)}, ${uuidLiteral(request.after.id)})`);
+  if (request.visibleBeforeMicros !== undefined) where.push(`c.last_modified < ${timestamptzLiteral(request.visibleBeforeMicros)}`);
+  const binding = rowsBinding(request.organizationId, dataset);
+  const computed = codec.sqlExpression(binding, { lastModified: "c.last_modified", id: "c.id" });
+  const cursor = codec.keyForStoredSignature(state.cursorSignature, binding) ? `COALESCE(c.signed_cursor, ${computed})` : computed;
+  const label = `/* export ${dataset.key.replace(/[^A-Za-z0-9_]/g, "_")} org=${request.organizationId.toLowerCase()} rendered */`;
+  // The live branch's record is built the same way from the live page's columns (each already its final text).
+  const liveRecord = csvRecordSql(headerFields(dataset).map((key) => `live.${identifier(key)}::text`));
+  return `${label}
+WITH rendered AS (SELECT ${renderedIsCurrentSql(request.organizationId, dataset, state)} AS current)
+(SELECT c.line || ',' || ${cursor} AS record
+  FROM ${tableIdentifier(state.tableName)} c
+  WHERE (SELECT current FROM rendered) AND ${where.join(" AND ")}
+  ORDER BY c.last_modified, c.id
+  LIMIT ${integerLiteral(request.limit)})
+UNION ALL
+(SELECT ${liveRecord} AS record FROM (${buildPageQuery(dataset, request, codec)}) live WHERE NOT (SELECT current FROM rendered))`;
+}
+
+/**
+ * The rendered rows of the organization's dataset, as a SELECT yielding (organization_id, id,
+ * last_modified, line, signed_cursor), `line` the row's CSV record up to its `_cursor` (csvRecordSql
+ * of the live page's column expressions), optionally only the rows `filter` (an SQL condition on the
+ * source row `r`) keeps. `signing`: the key the stored cursors are signed with (none: NULL).
+ */
+export function renderRowsSelect(dataset: PageDataset, organizationId: string, codec: CursorCodec | undefined, signing: CursorKey | undefined, filter?: string): string {
+  const source = sourceOf(dataset, organizationId, "join");
+  const cursor = codec && signing ? codec.sqlExpression(rowsBinding(organizationId, dataset), { lastModified: `${ROW}.last_modified`, id: `${ROW}.id` }, signing) : "NULL::text";
+  // Each column computed once (OFFSET 0 keeps PostgreSQL from inlining the subquery, which would
+  // compute an expression for every time the record reads it), then quoted.
+  const values = dataset.columns.map((col, i) => `(${source.expression(col)})::text AS v${i}`);
+  const record = csvRecordSql(dataset.columns.map((_, i) => `x.v${i}`));
+  return `SELECT ${ROW}.organization_id, ${ROW}.id, ${ROW}.last_modified, ${record} AS line, ${cursor} AS signed_cursor
+  FROM ${source.table} ${ROW}
+  ${source.joins}
+  CROSS JOIN LATERAL (SELECT ${values.join(", ")} OFFSET 0) x
+  WHERE ${ROW}.organization_id = ${uuidLiteral(organizationId)}${filter ? ` AND (${filter})` : ""}`;
+}
