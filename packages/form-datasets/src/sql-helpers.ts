@@ -12,10 +12,15 @@ export async function pinTextForms(client: Pick<PoolClient, "query">): Promise<v
   await client.query("SET LOCAL TimeZone = 'UTC'; SET LOCAL DateStyle = 'ISO, YMD'");
 }
 
-/** Two int4 halves of a stable hash of (organization, form): the advisory lock serializing its writers. */
-export function formLockKeys(orgId: string, formId: string): [number, number] {
-  const digest = createHash("sha256").update(`form-datasets/${orgId}/${formId}`).digest();
+/** Two int4 halves of a stable hash of a lock's scope: the keys of `pg_advisory_lock(int, int)`. */
+export function advisoryLockKeys(scope: string): [number, number] {
+  const digest = createHash("sha256").update(scope).digest();
   return [digest.readInt32BE(0), digest.readInt32BE(4)];
+}
+
+/** The advisory lock serializing the writers of one (organization, form). */
+export function formLockKeys(orgId: string, formId: string): [number, number] {
+  return advisoryLockKeys(`form-datasets/${orgId}/${formId}`);
 }
 
 /**
@@ -23,8 +28,7 @@ export function formLockKeys(orgId: string, formId: string): [number, number] {
  * must not both take the same free name.
  */
 export function organizationKeysLockKeys(orgId: string): [number, number] {
-  const digest = createHash("sha256").update(`form-dataset-keys/${orgId}`).digest();
-  return [digest.readInt32BE(0), digest.readInt32BE(4)];
+  return advisoryLockKeys(`form-dataset-keys/${orgId}`);
 }
 
 /**

@@ -1,5 +1,6 @@
 import { isDeepStrictEqual } from "node:util";
 import type { CursorCodec, CursorKey } from "../cursor";
+import { preparedStatement } from "@exportsvc/common";
 import type { Queryable } from "../registry";
 import type { ColumnSpec } from "../types";
 import { identifier, integerLiteral, tableIdentifier, textLiteral, timestamptzLiteral, uuidLiteral } from "./literals";
@@ -86,12 +87,16 @@ export interface RenderedPlan {
   current: boolean;
 }
 
+// Every resource and deviations page runs it: prepared, as the registry entry is ($3: the dataset's rewrite kinds).
+const SELECT_RENDERED_PLAN = preparedStatement(
+  "rendered-plan",
+  `SELECT ${STATE_COLUMNS}, ${currentConditionsOf(renderInputs({ organization: "$1::uuid", dataset: "$2::text", kinds: "$3::text[]", rewritesFrom: "s.rewrites_from" }))} AS current
+     FROM rendered_datasets s WHERE s.organization_id = $1::uuid AND s.dataset = $2::text`,
+);
+
 /** The dataset's rendered table for a page, with whether it is current now (renderedIsCurrentSql's test); undefined: none. */
 export async function loadRenderedPlan(db: Queryable, organizationId: string, dataset: PageDataset): Promise<RenderedPlan | undefined> {
-  const { rows } = await db.query<RenderedState & { current: boolean }>(
-    `SELECT ${STATE_COLUMNS}, ${currentConditions(organizationId, dataset)} AS current
-       FROM rendered_datasets s WHERE s.organization_id = ${uuidLiteral(organizationId)} AND s.dataset = ${textLiteral(dataset.key)}`,
-  );
+  const { rows } = await db.query<RenderedState & { current: boolean }>({ ...SELECT_RENDERED_PLAN, values: [organizationId, dataset.key, rewriteKindsOf(dataset)] });
   if (!rows[0]) return undefined;
   const { current, ...state } = rows[0];
   return { state, current };
@@ -133,7 +138,10 @@ export function renderInputsSql(organizationId: string, dataset: Pick<PageDatase
 
 /** SQL boolean on the rendered_datasets row `s`: nothing its table was rendered from has changed since. */
 function currentConditions(organizationId: string, dataset: PageDataset): string {
-  const inputs = renderInputsSql(organizationId, dataset, "s.rewrites_from");
+  return currentConditionsOf(renderInputsSql(organizationId, dataset, "s.rewrites_from"));
+}
+
+function currentConditionsOf(inputs: ReturnType<typeof renderInputs>): string {
   return `(s.table_name IS NOT NULL AND s.render_version = ${integerLiteral(RENDER_VERSION)}
       AND s.source_version = ${inputs.sourceVersion}
       AND s.organization_rewrites = ${inputs.organizationRewrites}

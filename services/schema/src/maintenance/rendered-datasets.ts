@@ -19,14 +19,13 @@ import {
   textLiteral,
   timestamptzLiteral,
   uuidLiteral,
-  RESOURCE_TABLES,
+  sourceOf,
   type CursorCodec,
   type CursorKey,
   type RegistryEntry,
   type RenderedState,
-  type ResourceKind,
 } from "@exportsvc/datasets";
-import { ensureOrganizationSchema, organizationSchemaName } from "@exportsvc/form-datasets";
+import { advisoryLockKeys, ensureOrganizationSchema, organizationSchemaName } from "@exportsvc/form-datasets";
 
 /*
  * Keeps the rendered tables of resource datasets and deviations current (migration 130, docs/export.md
@@ -120,12 +119,7 @@ async function renderInSnapshot(tx: PoolClient, organizationId: string, datasetK
 
 /** Advisory lock keys of one dataset's render (session level, so a render never waits on another). */
 export function renderLockKeys(organizationId: string, datasetKey: string): [number, number] {
-  const hash = (text: string) => {
-    let h = 0x811c9dc5;
-    for (let i = 0; i < text.length; i++) h = Math.imul(h ^ text.charCodeAt(i), 0x01000193);
-    return h | 0;
-  };
-  return [hash(`rendered-datasets:${organizationId.toLowerCase()}`), hash(datasetKey)];
+  return advisoryLockKeys(`rendered-datasets/${organizationId.toLowerCase()}/${datasetKey}`);
 }
 
 interface RenderInputs {
@@ -162,14 +156,14 @@ async function exportEnabled(tx: PoolClient, organizationId: string): Promise<bo
   return rows[0].ok;
 }
 
-/** The dataset's source table (the page query's). */
-const sourceTable = (entry: RegistryEntry) => (entry.kind === "deviations" ? "deviations" : RESOURCE_TABLES[entry.sourceRef as ResourceKind]);
+/** The dataset's source table, the page query's own. */
+const sourceTable = (entry: RegistryEntry, organizationId: string) => sourceOf(entry, organizationId, "join").table;
 
 /** The organization's rows of the dataset, counted up to `upTo` (no more is read). */
 async function countRows(tx: PoolClient, organizationId: string, entry: RegistryEntry, upTo: number): Promise<number> {
   if (upTo <= 0) return 0;
   const { rows } = await tx.query<{ n: number }>(
-    `SELECT count(*)::int AS n FROM (SELECT 1 FROM ${escapeIdentifier(sourceTable(entry))} WHERE organization_id = $1 LIMIT ${Math.floor(upTo)}) x`,
+    `SELECT count(*)::int AS n FROM (SELECT 1 FROM ${escapeIdentifier(sourceTable(entry, organizationId))} WHERE organization_id = $1 LIMIT ${Math.floor(upTo)}) x`,
     [organizationId],
   );
   return rows[0].n;
@@ -198,7 +192,7 @@ async function updateRows(tx: PoolClient, organizationId: string, entry: Registr
   const written = await tx.query(`INSERT INTO ${table} ${renderRowsSelect(entry, organizationId, codec, signing, stale)} ON CONFLICT (organization_id, id) DO UPDATE SET ${set}`);
   const deleted = await tx.query(
     `DELETE FROM ${table} c WHERE c.organization_id = ${org}
-       AND NOT EXISTS (SELECT 1 FROM ${escapeIdentifier(sourceTable(entry))} r WHERE r.organization_id = ${org} AND r.id = c.id)`,
+       AND NOT EXISTS (SELECT 1 FROM ${escapeIdentifier(sourceTable(entry, organizationId))} r WHERE r.organization_id = ${org} AND r.id = c.id)`,
   );
   return (written.rowCount ?? 0) + (deleted.rowCount ?? 0);
 }
