@@ -10,7 +10,11 @@
  *                 (id uuid, last_modified timestamptz), keyset `COPY` pages of BENCH_LIMIT
  *                 (measureRawTable of form-pages.ts, the same loop as a form's raw table loop);
  *     resources:  `resources_suppliers` through the full HTTP API, and its page query under raw `COPY`;
- *     deviations: `deviations` through the full HTTP API, and its page query under raw `COPY`.
+ *     deviations: `deviations` through the full HTTP API, and its page query under raw `COPY`;
+ *     resources under writes: `resources_suppliers` through the HTTP API while BENCH_WRITE_RATE
+ *                 single-row updates a second go to its suppliers (scripts/bench/writes.ts): pages
+ *                 read the rendered table patched with the rows written since its render (a plain
+ *                 line, with the writes' commit times and how the table stood: not an issue ratio).
  *   Part 2, the form dataset in three scenarios (clean, right after a bulk import, beside another
  *     form's pending backlog), each in BENCH_RUNS rounds of its table's raw keyset `COPY` loop, the
  *     page query, the gRPC stream and the full HTTP export (measureScenario of form-pages.ts).
@@ -29,6 +33,7 @@
  *   BENCH_ROWS           suppliers, submissions and deviations each (overrides BENCH_QUICK)
  *   BENCH_LIMIT          page size (default 5000)
  *   BENCH_RUNS           interleaved rounds per part and scenario (default 3)
+ *   BENCH_WRITE_RATE     supplier updates a second during the resources-under-writes path (default 200)
  */
 import { randomUUID } from "node:crypto";
 import type { Pool } from "pg";
@@ -41,6 +46,7 @@ import { envInt, log, median } from "./helpers";
 import { measureHttp, measureRawCopy, payloadPosition, type Measurement } from "./measure";
 import { awaitRendered, newBenchCursorKeys, startBenchStack } from "./stack";
 import { measureSyncBackfillRatios } from "./sync";
+import { startSupplierWrites, type WritesOutcome } from "./writes";
 import { runAsScript } from "../lib/run-script";
 
 /** The flat table holding the suppliers' rendered rows (the physical limit's table). */
@@ -99,6 +105,7 @@ async function main(): Promise<void> {
   const rows = envInt("BENCH_ROWS", process.env.BENCH_QUICK === "1" ? 100_000 : 200_000);
   const limit = envInt("BENCH_LIMIT", 5000);
   const runs = envInt("BENCH_RUNS", 3);
+  const writeRate = envInt("BENCH_WRITE_RATE", 200);
   const { db, pool, close } = await openBenchDatabase("exportsvc_bench_storage");
   const organizationId = randomUUID();
   const cursorKeys = newBenchCursorKeys();
@@ -126,7 +133,19 @@ async function main(): Promise<void> {
       "resources HTTP": () => measureHttp(started.stack.baseUrl, started.apiKey, BENCH_DATASET, limit),
       "deviations query": () => measureRawCopy("deviations page query, raw COPY", pool, deviations, organizationId, codec, limit, payloadPosition),
       "deviations HTTP": () => measureHttp(started.stack.baseUrl, started.apiKey, "deviations", limit),
+      // Last in its round: the table is rendered current again before the next round's paths.
+      "resources HTTP, writes": async () => {
+        const writes = await startSupplierWrites(pool, db.url, organizationId, BENCH_DATASET, writeRate);
+        try {
+          await new Promise((resolve) => setTimeout(resolve, 1000)); // a steady state: the table behind its source
+          return await measureHttp(started.stack.baseUrl, started.apiKey, BENCH_DATASET, limit);
+        } finally {
+          writeOutcomes.push(await writes.stop());
+          await awaitRendered(pool, started.stack.baseUrl, started.apiKey, organizationId, [BENCH_DATASET]);
+        }
+      },
     };
+    const writeOutcomes: WritesOutcome[] = [];
     for (const run of Object.values(paths)) await run(); // caches, hint bits, the services' JIT
     const results: Record<string, Measurement[]> = Object.fromEntries(Object.keys(paths).map((k) => [k, []]));
     for (let i = 0; i < runs; i++) for (const [name, run] of Object.entries(paths)) results[name].push(await run());
@@ -137,6 +156,12 @@ async function main(): Promise<void> {
       const ratio = name === "flat" ? "" : `  ratio ${(med(name) / med("flat")).toFixed(2)}x (rounds ${rounds(name)})`;
       log(`  ${name.padEnd(18)} ${Math.round(med(name)).toLocaleString("en").padStart(9)} rows/s${ratio}`);
     }
+    const w = writeOutcomes.slice(1); // the untimed pass's left out
+    const pct = (x: number) => `${Math.round(100 * x)} %`;
+    log(
+      `  under writes: ${(w.reduce((a, o) => a + o.writes, 0) / w.reduce((a, o) => a + o.seconds, 0)).toFixed(0)} writes/s, commit p50 ${median(w.map((o) => o.commitMs.p50)).toFixed(2)} ms, p99 ${median(w.map((o) => o.commitMs.p99)).toFixed(2)} ms;` +
+        ` the table current ${pct(median(w.map((o) => o.table.current)))}, patched ${pct(median(w.map((o) => o.table.patchable)))}, live ${pct(median(w.map((o) => o.table.live)))} of the time`,
+    );
     for (const name of ["resources HTTP", "deviations HTTP"]) {
       const expected = name.startsWith("resources") ? rows : results["deviations query"][0].rows;
       for (const m of results[name]) if (m.rows !== expected) throw new Error(`${name}: ${m.rows} rows, expected ${expected}`);

@@ -8,8 +8,8 @@ export type ExportFamily = (typeof EXPORT_FAMILIES)[number];
 export const FORM_PAGE_CURSOR_SOURCES = ["stored", "signed"] as const;
 export type FormPageCursorSource = (typeof FORM_PAGE_CURSOR_SOURCES)[number];
 
-/** How a page of a resource dataset or deviations was read: from its current rendered table, or live. */
-export const RENDERED_PAGE_SOURCES = ["table", "live"] as const;
+/** How a page of a resource dataset or deviations was read: from its current rendered table, from the table with the rows written since rendered live, or live. */
+export const RENDERED_PAGE_SOURCES = ["table", "patched", "live"] as const;
 export type RenderedPageSource = (typeof RENDERED_PAGE_SOURCES)[number];
 
 /** The export service's metric families (pages streamed, their cursors, the visibility horizon), beside the shared ones. */
@@ -17,7 +17,7 @@ export class ExportMetrics extends ServiceMetrics {
   readonly exportRows = this.counter("export_rows_total", "CSV data rows streamed to clients, by dataset family.", ["family"]);
   readonly exportBytes = this.counter("export_bytes_total", "CSV bytes streamed to clients (before compression), by dataset family.", ["family"]);
   readonly formPages = this.counter("export_form_pages_total", "Form dataset pages exported, by where their _cursor values came from: stored with the rows, or signed by the page query (the table's signing key left the export's CURSOR_KEYS, or the schema service has none).", ["source"]);
-  readonly renderedPages = this.counter("export_rendered_dataset_pages_total", "Pages of resource datasets and deviations, by how they were read: table (their rendered table was current) or live (no table, too few rows, or the table behind its sources).", ["source"]);
+  readonly renderedPages = this.counter("export_rendered_dataset_pages_total", "Pages of resource datasets and deviations, by how they were read: table (their rendered table was current), patched (the table, with the rows written since its render rendered live) or live (no table, too few rows, or a record the rows show changed since the render).", ["source"]);
   readonly visibilityHorizonLag = this.gauge("export_visibility_horizon_lag_seconds", "How far behind the current time the last export page's visibility horizon was held, by holder kind: undeclared_writer / declared_writer (open transactions that hold a transaction id; declared ones only for their own organization), pending_changes (unapplied form changes), reader_ignored (an open read-only transaction, which does not hold it: reported only).", ["holder"]);
 
   constructor(options: MetricsOptions = {}) {

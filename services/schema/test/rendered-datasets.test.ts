@@ -108,7 +108,7 @@ describe("rendered datasets", () => {
     let after: CursorPosition | undefined;
     for (;;) {
       const page = await copyText(pool, buildRenderedPageQuery(dataset, state, { organizationId: org, limit, after }, codec), RENDERED_PAGE_COPY_FORMAT);
-      if (!page) return { pages, current: plan.current, state };
+      if (!page) return { pages, current: plan.current, patchable: plan.patchable, state };
       pages.push(page);
       after = positionOf(page);
     }
@@ -125,25 +125,58 @@ describe("rendered datasets", () => {
     expect((await render()).outcome).toBe("current");
   });
 
-  it("serves the table's text while it is current (a cell changed behind its back shows), and never once a source row changed", async () => {
+  it("serves the table's text while it is current (a cell changed behind its back shows)", async () => {
     const plan = (await loadRenderedPlan(pool, org, dataset))!;
     const table = plan.state.tableName!;
     await pool.query(`UPDATE ${table} SET line = replace(line, ',Supplier 1,', ',from the table,') WHERE line LIKE '%,Supplier 1,%'`);
-    expect((await pagesNow(500)).pages.join("")).toContain("from the table");
-    // A source write moves dataset_changes: the same statement now reads live.
+    const now = await pagesNow(500);
+    expect(now.current).toBe(true);
+    expect(now.pages.join("")).toContain("from the table");
+  });
+
+  it("once source rows are written, pages take the rows the table has at their last_modified from it and render the changed and new rows live", async () => {
+    const table = (await loadRenderedPlan(pool, org, dataset))!.state.tableName!;
     await pool.query("UPDATE suppliers SET description = 'Changed', last_modified = clock_timestamp() WHERE organization_id = $1 AND name = 'Supplier 2'", [org]);
-    const after = await pagesNow(500);
-    expect(after.current).toBe(false);
-    expect(after.pages.join("")).not.toContain("from the table");
-    expect(after.pages).toEqual(await livePages(500));
-    // The update renders the changed row again (and only it, beside the cell changed by hand: same last_modified, kept).
+    await pool.query(
+      `INSERT INTO suppliers (organization_id, id, name, description, last_modified) VALUES ($1, gen_random_uuid(), 'Supplier new', 'a "new", one', now() - interval '30 seconds')`,
+      [org],
+    );
+    // The hand-changed cell still shows (its row is unchanged, taken from the table); everything else is the live bytes.
+    const unmark = (pages: string[]) => pages.map((page) => page.replace(",from the table,", ",Supplier 1,"));
+    for (const limit of [500, 50, 7]) {
+      const after = await pagesNow(limit);
+      expect(after).toMatchObject({ current: false, patchable: true });
+      const text = after.pages.join("");
+      expect(text).toContain("from the table");
+      expect(text).toContain(",Supplier 2,Changed,");
+      expect(text).toContain('Supplier new,"a ""new"", one"');
+      expect(unmark(after.pages)).toEqual(await livePages(limit));
+    }
+    // The update renders the changed and the new row (and only them, beside the cell changed by hand: same last_modified, kept).
     const updated = await render();
     expect(updated.outcome).toBe("updated");
-    expect(updated.rows).toBe(1);
+    expect(updated.rows).toBe(2);
     await pool.query(`UPDATE ${table} SET line = replace(line, ',from the table,', ',Supplier 1,')`);
     const again = await pagesNow(50);
     expect(again.current).toBe(true);
     expect(again.pages).toEqual(await livePages(50));
+  });
+
+  it("pages exactly as live when more rows were written than a page reads from the table (its stale rows crowd the window)", async () => {
+    // The 40 oldest suppliers move to the end: the table's first rows are all stale.
+    await pool.query(
+      `UPDATE suppliers SET description = 'moved ' || name, last_modified = clock_timestamp()
+        WHERE organization_id = $1 AND id IN (SELECT id FROM suppliers WHERE organization_id = $1 ORDER BY last_modified, id LIMIT 40)`,
+      [org],
+    );
+    for (const limit of [3, 60]) {
+      const now = await pagesNow(limit);
+      expect(now).toMatchObject({ current: false, patchable: true });
+      expect(now.pages).toEqual(await livePages(limit));
+      expect(now.pages.join("").match(/,moved Supplier/g)).toHaveLength(40);
+    }
+    expect(await render()).toMatchObject({ outcome: "updated", rows: 40 });
+    expect((await pagesNow(50)).current).toBe(true);
   });
 
   it("deleted rows leave the table on the next render; until then pages read live", async () => {
@@ -151,7 +184,7 @@ describe("rendered datasets", () => {
     expect((await pagesNow(50)).current).toBe(false);
     // A deleted supplier is a named record (other suppliers' parent_names show it): a rewrite entry, so a new table.
     const rebuilt = await render();
-    expect(rebuilt).toMatchObject({ outcome: "built", rows: 118 });
+    expect(rebuilt).toMatchObject({ outcome: "built", rows: 119 });
     const { pages, current } = await pagesNow(50);
     expect(current).toBe(true);
     expect(pages).toEqual(await livePages(50));
@@ -258,6 +291,32 @@ describe("rendered deviations", () => {
       expect(rendered.trimEnd().split("\n").length).toBeGreaterThanOrEqual(30);
       expect(rendered).toEqual(live);
       expect(live).toContain('"Osaka, ""East"""');
+      // Written since the render: the changed and the new deviation rendered live, the others from the table.
+      await pool.query("UPDATE deviations SET comment = 'now, \"changed\"', last_modified = clock_timestamp() WHERE organization_id = $1 AND code = 'DEV-4'", [org]);
+      await pool.query(
+        `INSERT INTO deviations (organization_id, id, code, submission_id, severity, status, display_value, created_at, last_modified)
+         VALUES ($1, gen_random_uuid(), 'DEV-new', $2, 'Low', 'Open', 'fresh', now(), now() - interval '90 seconds')`,
+        [org, submission],
+      );
+      const patchedPlan = (await loadRenderedPlan(pool, org, dataset))!;
+      expect(patchedPlan).toMatchObject({ current: false, patchable: true });
+      for (const limit of [100, 4]) {
+        const pagesOf = async (query: (after: CursorPosition | undefined) => string, format: "csv" | "text") => {
+          const pages: string[] = [];
+          let after: CursorPosition | undefined;
+          for (;;) {
+            const page = await copyText(pool, query(after), format);
+            if (!page) return pages;
+            pages.push(page);
+            after = lastPosition(page, rowsBinding(org, dataset));
+          }
+        };
+        const patched = await pagesOf((after) => buildRenderedPageQuery(dataset, state, { organizationId: org, limit, after }, codec), RENDERED_PAGE_COPY_FORMAT);
+        const livePaged = await pagesOf((after) => buildPageQuery(dataset, { organizationId: org, limit, after }, codec), "csv");
+        expect(patched).toEqual(livePaged);
+        expect(patched.join("")).toContain('now, ""changed""');
+        expect(patched.join("")).toContain("DEV-new");
+      }
     } finally {
       await pool.end();
     }

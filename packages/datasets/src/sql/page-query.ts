@@ -58,6 +58,11 @@ export interface PageRequest {
   visibleBeforeMicros?: bigint;
   /** How a submission page reads its site names (siteNameLookup); "join" when undefined. */
   siteNames?: SiteNameLookup;
+  /**
+   * Only the rows of these ids (an SQL query with a uuid column `id`), each looked up by its key:
+   * a rendered page renders live only the rows its table lacks (buildRenderedPageQuery).
+   */
+  onlyIds?: string;
 }
 
 /**
@@ -224,13 +229,17 @@ export function buildPageQuery(dataset: PageDataset, request: PageRequest, codec
   const cursor = stored ? `COALESCE(${ROW}.${STORED_CURSOR_COLUMN}, ${computed})` : computed;
   const columns = dataset.columns.map((c) => `${source.expression(c)} AS ${identifier(c.key)}`);
   const order = grid ? `${ROW}.last_modified, ${ROW}.id, ${ROW}.row_index` : `${ROW}.last_modified, ${ROW}.id`;
+  // A lateral look-up per id: the keyset walk would read on past the ids' rows to the dataset's end.
+  const rows = request.onlyIds
+    ? `(${request.onlyIds}) only_ids CROSS JOIN LATERAL (SELECT s.* FROM ${source.table} s WHERE s.organization_id = ${org} AND s.id = only_ids.id) t`
+    : `${source.table} t`;
 
   // Leads the statement so operators can tell exports apart in pg_stat_activity (query text is truncated).
   const label = `/* export ${dataset.key.replace(/[^A-Za-z0-9_]/g, "_")} org=${request.organizationId.toLowerCase()} */`;
   return `${label}
 SELECT ${[...columns, `${cursor} AS "_cursor"`].join(",\n  ")}
 FROM (
-  SELECT t.* FROM ${source.table} t
+  SELECT t.* FROM ${rows}
   WHERE ${where.join("\n    AND ")}
   ORDER BY t.last_modified, t.id
   FETCH FIRST ${integerLiteral(request.limit)} ROWS WITH TIES

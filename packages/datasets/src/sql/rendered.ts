@@ -84,22 +84,26 @@ export async function loadRenderedState(db: Queryable, organizationId: string, d
 /** A page's view of its dataset's rendered table: the state, and whether the table was current when read. */
 export interface RenderedPlan {
   state: RenderedState;
+  /** The table is the dataset (renderedStatusSql). */
   current: boolean;
+  /** The table holds every row it has as a live read renders it; pages render only the rows it lacks (renderedStatusSql). */
+  patchable: boolean;
 }
 
+const PLAN_INPUTS = renderInputs({ organization: "$1::uuid", dataset: "$2::text", kinds: "$3::text[]", rewritesFrom: "s.rewrites_from" });
 // Every resource and deviations page runs it: prepared, as the registry entry is ($3: the dataset's rewrite kinds).
 const SELECT_RENDERED_PLAN = preparedStatement(
   "rendered-plan",
-  `SELECT ${STATE_COLUMNS}, ${currentConditionsOf(renderInputs({ organization: "$1::uuid", dataset: "$2::text", kinds: "$3::text[]", rewritesFrom: "s.rewrites_from" }))} AS current
+  `SELECT ${STATE_COLUMNS}, ${currentConditionsOf(PLAN_INPUTS)} AS current, ${patchableConditionsOf(PLAN_INPUTS)} AS patchable
      FROM rendered_datasets s WHERE s.organization_id = $1::uuid AND s.dataset = $2::text`,
 );
 
-/** The dataset's rendered table for a page, with whether it is current now (renderedIsCurrentSql's test); undefined: none. */
+/** The dataset's rendered table for a page, with whether it is current or patchable now (renderedStatusSql); undefined: none. */
 export async function loadRenderedPlan(db: Queryable, organizationId: string, dataset: PageDataset): Promise<RenderedPlan | undefined> {
-  const { rows } = await db.query<RenderedState & { current: boolean }>({ ...SELECT_RENDERED_PLAN, values: [organizationId, dataset.key, rewriteKindsOf(dataset)] });
+  const { rows } = await db.query<RenderedState & { current: boolean; patchable: boolean }>({ ...SELECT_RENDERED_PLAN, values: [organizationId, dataset.key, rewriteKindsOf(dataset)] });
   if (!rows[0]) return undefined;
-  const { current, ...state } = rows[0];
-  return { state, current };
+  const { current, patchable, ...state } = rows[0];
+  return { state, current, patchable };
 }
 
 /** Whether a page of `dataset` (as the registry has it now) may be read from the rendered table `state`. */
@@ -136,60 +140,101 @@ export function renderInputsSql(organizationId: string, dataset: Pick<PageDatase
   return renderInputs({ organization: uuidLiteral(organizationId), dataset: textLiteral(dataset.key), kinds, rewritesFrom });
 }
 
-/** SQL boolean on the rendered_datasets row `s`: nothing its table was rendered from has changed since. */
-function currentConditions(organizationId: string, dataset: PageDataset): string {
-  return currentConditionsOf(renderInputsSql(organizationId, dataset, "s.rewrites_from"));
-}
-
-function currentConditionsOf(inputs: ReturnType<typeof renderInputs>): string {
+/**
+ * SQL boolean on the rendered_datasets row `s`: its table holds, as a live read renders them now,
+ * every row whose (id, last_modified) it has: nothing a row shows of other records changed since
+ * the render (the rewrite counters and log), and the table was rendered by this code. A row's own
+ * change moves its last_modified (docs/source-model.md), so only the rows it lacks are behind.
+ */
+function patchableConditionsOf(inputs: ReturnType<typeof renderInputs>): string {
   return `(s.table_name IS NOT NULL AND s.render_version = ${integerLiteral(RENDER_VERSION)}
-      AND s.source_version = ${inputs.sourceVersion}
       AND s.organization_rewrites = ${inputs.organizationRewrites}
       AND s.dataset_rewrites = ${inputs.datasetRewrites}
       AND s.rewrite_entries = ${inputs.rewriteEntries}
       AND NOT ${inputs.prunedSince})`;
 }
 
-/**
- * SQL boolean: the table `state` names still holds the dataset exactly as a live read would render
- * it. True only when, in the statement's snapshot, the state row still names that table, and
- * neither the dataset's own rows (dataset_changes), nor the records its rows show by name or
- * relation (the rewrite counters and log) changed since its render.
- */
-export function renderedIsCurrentSql(organizationId: string, dataset: PageDataset, state: RenderedState & { tableName: string }): string {
-  return `EXISTS (SELECT 1 FROM rendered_datasets s
-    WHERE s.organization_id = ${uuidLiteral(organizationId)} AND s.dataset = ${textLiteral(dataset.key)}
-      AND s.table_name = ${textLiteral(state.tableName)} AND ${currentConditions(organizationId, dataset)})`;
+/** SQL boolean on the rendered_datasets row `s`: patchable, and the dataset's own rows unchanged since (the table is the dataset). */
+function currentConditionsOf(inputs: ReturnType<typeof renderInputs>): string {
+  return `(${patchableConditionsOf(inputs)} AND s.source_version = ${inputs.sourceVersion})`;
 }
 
 /**
- * The page of a rendered dataset as one statement: the rendered table's rows when it is current
- * (renderedIsCurrentSql, evaluated once), else the live page query, so what a page holds never
- * depends on how far the schema service has got. Both branches take the same position, limit and
- * visibility horizon; the rendered branch walks the table's (organization_id, last_modified, id)
- * index and computes nothing but stored text.
+ * One row (current, patchable), evaluated in the statement's snapshot, for the table `state` names:
+ * false both when the state row no longer names that table. current: the table is the dataset as a
+ * live read renders it (neither the dataset's own rows, dataset_changes, nor the records its rows show
+ * changed since the render). patchable: its rows are, except the ones it lacks (new, or changed since).
+ */
+export function renderedStatusSql(organizationId: string, dataset: PageDataset, state: RenderedState & { tableName: string }): string {
+  const row = `FROM rendered_datasets s
+    WHERE s.organization_id = ${uuidLiteral(organizationId)} AND s.dataset = ${textLiteral(dataset.key)} AND s.table_name = ${textLiteral(state.tableName)}`;
+  const inputs = renderInputsSql(organizationId, dataset, "s.rewrites_from");
+  return `SELECT EXISTS (SELECT 1 ${row} AND ${currentConditionsOf(inputs)}) AS current,
+       EXISTS (SELECT 1 ${row} AND ${patchableConditionsOf(inputs)}) AS patchable`;
+}
+
+/** The (last_modified, id) keyset and visibility conditions of a page, on the rows `alias`. */
+function positionConditions(alias: string, request: PageRequest): string[] {
+  const where = [`${alias}.organization_id = ${uuidLiteral(request.organizationId)}`];
+  if (request.after) where.push(`(${alias}.last_modified, ${alias}.id) > (${timestamptzLiteral(request.after.lastModifiedMicros)}, ${uuidLiteral(request.after.id)})`);
+  if (request.visibleBeforeMicros !== undefined) where.push(`${alias}.last_modified < ${timestamptzLiteral(request.visibleBeforeMicros)}`);
+  return where;
+}
+
+/**
+ * The page of a rendered dataset as one statement, in three branches of which the status
+ * (renderedStatusSql, evaluated once in the page's own snapshot) runs one:
+ * - current: a keyset walk of the table's (organization_id, last_modified, id) index, nothing
+ *   computed but stored text;
+ * - patchable, not current (the dataset's rows were written since the render): the page's positions
+ *   are read from the source's own keyset index and merged, in that order, with the table's (a merge
+ *   join on (last_modified, id), no look-up per row); a row the table holds at that (id,
+ *   last_modified) takes its record from it, one it lacks (new or changed since) is rendered by the
+ *   live page query for its id alone. The table's side reads at most twice the page's rows: where
+ *   more of its rows in the window are stale, the rest are rendered live, never served behind. A
+ *   dataset under constant writes is read at nearly the table's speed;
+ * - neither: the live page query.
+ * So what a page holds never depends on how far the schema service has got: every branch takes the
+ * same position, limit and visibility horizon and gives the bytes the live query gives.
  */
 export function buildRenderedPageQuery(dataset: PageDataset, state: RenderedState & { tableName: string }, request: PageRequest, codec: CursorCodec): string {
   if (!Number.isInteger(request.limit) || request.limit < 1) throw new RangeError("limit must be a positive integer");
-  const org = uuidLiteral(request.organizationId);
-  const where = [`c.organization_id = ${org}`];
-  if (request.after) where.push(`(c.last_modified, c.id) > (${timestamptzLiteral(request.after.lastModifiedMicros)}, ${uuidLiteral(request.after.id)})`);
-  if (request.visibleBeforeMicros !== undefined) where.push(`c.last_modified < ${timestamptzLiteral(request.visibleBeforeMicros)}`);
   const binding = rowsBinding(request.organizationId, dataset);
-  const computed = codec.sqlExpression(binding, { lastModified: "c.last_modified", id: "c.id" });
-  const cursor = codec.keyForStoredSignature(state.cursorSignature, binding) ? `COALESCE(c.signed_cursor, ${computed})` : computed;
+  const stored = codec.keyForStoredSignature(state.cursorSignature, binding) !== undefined;
+  const cursorOf = (alias: string) => {
+    const computed = codec.sqlExpression(binding, { lastModified: `${alias}.last_modified`, id: `${alias}.id` });
+    return stored ? `COALESCE(${alias}.signed_cursor, ${computed})` : computed;
+  };
+  const table = tableIdentifier(state.tableName);
+  const limit = integerLiteral(request.limit);
   const label = `/* export ${dataset.key.replace(/[^A-Za-z0-9_]/g, "_")} org=${request.organizationId.toLowerCase()} rendered */`;
-  // The live branch's record is built the same way from the live page's columns (each already its final text).
+  // The live records are built the same way from the live page's columns (each already its final text).
   const liveRecord = csvRecordSql(headerFields(dataset).map((key) => `live.${identifier(key)}::text`));
+  const source = sourceOf(dataset, request.organizationId, "join").table;
+  // Per page row the table lacks, the live page query for that one row (a subquery CASE runs only for those).
+  const patched = buildPageQuery(dataset, { ...request, limit: 1, onlyIds: "SELECT p.id" }, codec);
   return `${label}
-WITH rendered AS (SELECT ${renderedIsCurrentSql(request.organizationId, dataset, state)} AS current)
-(SELECT c.line || ',' || ${cursor} AS record
-  FROM ${tableIdentifier(state.tableName)} c
-  WHERE (SELECT current FROM rendered) AND ${where.join(" AND ")}
+WITH rendered AS (${renderedStatusSql(request.organizationId, dataset, state)})
+(SELECT c.line || ',' || ${cursorOf("c")} AS record
+  FROM ${table} c
+  WHERE (SELECT current FROM rendered) AND ${positionConditions("c", request).join(" AND ")}
   ORDER BY c.last_modified, c.id
-  LIMIT ${integerLiteral(request.limit)})
+  LIMIT ${limit})
 UNION ALL
-(SELECT ${liveRecord} AS record FROM (${buildPageQuery(dataset, request, codec)}) live WHERE NOT (SELECT current FROM rendered))`;
+(SELECT CASE WHEN p.rendered THEN p.line || ',' || ${cursorOf("p")} ELSE (SELECT ${liveRecord} FROM (${patched}) live) END AS record
+  FROM (SELECT t.id, t.last_modified, c.id IS NOT NULL AS rendered, c.line, c.signed_cursor
+          FROM (SELECT t.id, t.last_modified FROM ${source} t
+                 WHERE (SELECT patchable AND NOT current FROM rendered) AND ${positionConditions("t", request).join(" AND ")}
+                 ORDER BY t.last_modified, t.id
+                 LIMIT ${limit}) t
+          LEFT JOIN (SELECT c.id, c.last_modified, c.line, c.signed_cursor FROM ${table} c
+                      WHERE ${positionConditions("c", request).join(" AND ")}
+                      ORDER BY c.last_modified, c.id
+                      LIMIT ${integerLiteral(2 * request.limit)}) c ON c.last_modified = t.last_modified AND c.id = t.id
+         ORDER BY t.last_modified, t.id) p
+  ORDER BY p.last_modified, p.id)
+UNION ALL
+(SELECT ${liveRecord} AS record FROM (${buildPageQuery(dataset, request, codec)}) live WHERE NOT (SELECT patchable FROM rendered))`;
 }
 
 /**

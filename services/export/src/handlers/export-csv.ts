@@ -36,7 +36,9 @@ const csvPage =
       // Resource datasets and deviations: their rendered table when it is current (docs/export.md, "Rendered datasets"),
       // read from the same database as the page.
       const rendered = isRenderedKind(dataset) ? await loadRenderedPlan(source, request.organizationId, dataset) : undefined;
-      const fromTable = rendered?.current === true && servesRendered(dataset, rendered.state) ? rendered.state : undefined;
+      // Read through the table while it is current or patchable; the page's statement decides again in its own snapshot.
+      const fromTable = rendered?.patchable === true && servesRendered(dataset, rendered.state) ? rendered.state : undefined;
+      const renderedSource = !fromTable ? "live" : rendered?.current ? "table" : "patched";
       const page: PageRequest = {
         organizationId: request.organizationId,
         limit: params.limit,
@@ -52,11 +54,11 @@ const csvPage =
         header: csvHeader(dataset),
         select: () => (fromTable ? buildRenderedPageQuery(dataset, fromTable, page, deps.codec) : buildPageQuery(dataset, page, deps.codec)),
         format: fromTable ? RENDERED_PAGE_COPY_FORMAT : undefined,
-        logFields: { ...(siteNames ? { siteNames } : {}), ...(isRenderedKind(dataset) ? { rendered: fromTable !== undefined } : {}) },
+        logFields: { ...(siteNames ? { siteNames } : {}), ...(isRenderedKind(dataset) ? { rendered: renderedSource } : {}) },
         streamed: (outcome) => {
           deps.metrics?.recordExport(dataset.kind, outcome.rows, outcome.bytes);
           if (storedCursors !== undefined) deps.metrics?.recordFormPage(storedCursors ? "stored" : "signed");
-          if (isRenderedKind(dataset)) deps.metrics?.recordRenderedPage(fromTable ? "table" : "live");
+          if (isRenderedKind(dataset)) deps.metrics?.recordRenderedPage(renderedSource);
         },
       };
     };
