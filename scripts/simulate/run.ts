@@ -10,6 +10,7 @@ import { installLagProbe } from "./lag-probe";
 import { FaultInjector, faultSchedule, FAULT_KINDS, type FaultKind, type InjectedFault, type ScheduledFault } from "./faults";
 import { plotRun } from "./plot";
 import { Random } from "./random";
+import { RenderedPagesFollower, type RenderedPageCounts } from "./rendered-pages";
 import { failed, lagSummary, orgVerdict, totals, type OrgVerdict, type Totals } from "./verdict";
 
 export interface SimulationOptions {
@@ -37,6 +38,8 @@ export interface SimulationReport {
   consumerRestarts: number;
   counters: Record<string, number>;
   lag: ReturnType<typeof lagSummary>;
+  /** The export's pages of resource datasets and deviations by source (table, patched, live), over the run and the final syncs. */
+  renderedPages: RenderedPageCounts;
   totals: Totals;
   organizations: OrgVerdict[];
   passed: boolean;
@@ -156,10 +159,11 @@ export async function simulate(opts: SimulationOptions): Promise<SimulationRepor
   if (unavailable) throw new Error(unavailable);
   const problems: string[] = [];
 
-  // Every resource dataset and deviations rendered, however small, and soon after each write: pages
-  // alternate between rendered tables and live reads, and the copies must converge all the same. The
+  // Every resource dataset and deviations rendered, however small, every 2 s: consumers polling every
+  // second read pages from current tables, from tables patched with the rows written since, and live
+  // after a rename (report.renderedPages counts each), and the copies must converge all the same. The
   // soak, which measures memory and latency, keeps the production defaults instead.
-  const cluster = await startCluster({ log, redis: true, schemaEnv: { RENDERED_DATASETS_MIN_ROWS: "0", RENDERED_DATASETS_INTERVAL_MS: "200" } });
+  const cluster = await startCluster({ log, redis: true, schemaEnv: { RENDERED_DATASETS_MIN_ROWS: "0", RENDERED_DATASETS_INTERVAL_MS: "2000" } });
   const keyHashSecret = (cluster.stack as unknown as { keyHashSecret: string }).keyHashSecret;
   const consumers: WatchingConsumer[] = [];
   let stopWatchdog = () => undefined as void;
@@ -184,6 +188,8 @@ export async function simulate(opts: SimulationOptions): Promise<SimulationRepor
       consumers.push(c);
     }
 
+    const renderedPages = new RenderedPagesFollower(cluster.metricsPorts.export);
+    renderedPages.start();
     const startedAt = Date.now();
     const runMs = opts.minutes * 60_000;
     let stopping = false;
@@ -228,6 +234,8 @@ export async function simulate(opts: SimulationOptions): Promise<SimulationRepor
       if (!full.ok) problems.push(`full export of ${o.id} failed: ${full.output}`);
     }
 
+    const pagesBySource = await renderedPages.stop();
+    log(`pages of resource datasets and deviations (at least): ${Object.entries(pagesBySource).map(([source, n]) => `${source} ${n}`).join(", ")}`);
     const verdicts: OrgVerdict[] = [];
     for (const o of orgs) {
       verdicts.push(await orgVerdict({ sourceUrl: cluster.databaseUrl, copyUrl: o.copyUrl, fullUrl: o.fullUrl, organizationId: o.id, since: new Date(startedAt), layout: opts.consumer }));
@@ -257,6 +265,7 @@ export async function simulate(opts: SimulationOptions): Promise<SimulationRepor
       consumerRestarts,
       counters,
       lag: lagSummary(verdicts.flatMap((v) => v.lagPoints.map((p) => p.lagMs))),
+      renderedPages: pagesBySource,
       totals: t,
       organizations: verdicts,
       passed: !failed(t) && problems.length === 0,

@@ -24,6 +24,7 @@ interface Report {
   counters: Record<string, number>;
   lag: { count: number; p50: number | null };
   serviceCrashes: unknown[];
+  renderedPages: Record<string, number>;
 }
 
 function run(args: string[], timeoutMs: number): Promise<{ code: number | null; stdout: string; stderr: string }> {
@@ -105,6 +106,9 @@ describe("churn and faults: the sync client's copy converges (60 s, seed 13)", (
     // The reference client really followed the deletion feed (the generator deletes submissions and resources).
     expect(report.counters.pages ?? 0).toBeGreaterThan(0);
     expect(report.counters.tombstoned ?? 0).toBeGreaterThan(0);
+    // Pages came from rendered tables, from tables patched with the rows written since, and live.
+    expect(report.renderedPages).toEqual({ table: expect.any(Number), patched: expect.any(Number), live: expect.any(Number) });
+    for (const source of ["table", "patched", "live"]) expect(report.renderedPages[source]).toBeGreaterThan(0);
   });
 
   it("draws the lag-and-faults plot as a PNG", () => {
