@@ -14,7 +14,8 @@
  *     resources under writes: `resources_suppliers` through the HTTP API while BENCH_WRITE_RATE
  *                 single-row updates a second go to its suppliers (scripts/bench/writes.ts): pages
  *                 read the rendered table patched with the rows written since its render (a plain
- *                 line, with the writes' commit times and how the table stood: not an issue ratio).
+ *                 line, with the writes' commit times, how the table stood, and commit to
+ *                 visibility through the HTTP API: not an issue ratio).
  *   Part 2, the form dataset in three scenarios (clean, right after a bulk import, beside another
  *     form's pending backlog), each in BENCH_RUNS rounds of its table's raw keyset `COPY` loop, the
  *     page query, the gRPC stream and the full HTTP export (measureScenario of form-pages.ts).
@@ -135,7 +136,7 @@ async function main(): Promise<void> {
       "deviations HTTP": () => measureHttp(started.stack.baseUrl, started.apiKey, "deviations", limit),
       // Last in its round: the table is rendered current again before the next round's paths.
       "resources HTTP, writes": async () => {
-        const writes = await startSupplierWrites(pool, db.url, organizationId, BENCH_DATASET, writeRate);
+        const writes = await startSupplierWrites(pool, db.url, organizationId, BENCH_DATASET, writeRate, { baseUrl: started.stack.baseUrl, apiKey: started.apiKey });
         try {
           await new Promise((resolve) => setTimeout(resolve, 1000)); // a steady state: the table behind its source
           return await measureHttp(started.stack.baseUrl, started.apiKey, BENCH_DATASET, limit);
@@ -160,7 +161,8 @@ async function main(): Promise<void> {
     const pct = (x: number) => `${Math.round(100 * x)} %`;
     log(
       `  under writes: ${(w.reduce((a, o) => a + o.writes, 0) / w.reduce((a, o) => a + o.seconds, 0)).toFixed(0)} writes/s, commit p50 ${median(w.map((o) => o.commitMs.p50)).toFixed(2)} ms, p99 ${median(w.map((o) => o.commitMs.p99)).toFixed(2)} ms;` +
-        ` the table current ${pct(median(w.map((o) => o.table.current)))}, patched ${pct(median(w.map((o) => o.table.patchable)))}, live ${pct(median(w.map((o) => o.table.live)))} of the time`,
+        ` the table current ${pct(median(w.map((o) => o.table.current)))}, patched ${pct(median(w.map((o) => o.table.patchable)))}, live ${pct(median(w.map((o) => o.table.live)))} of the time;` +
+        ` commit to visibility over HTTP (${w.reduce((a, o) => a + o.visibleMs.probes, 0)} writes followed) p50 ${median(w.map((o) => o.visibleMs.p50))} ms, p99 ${median(w.map((o) => o.visibleMs.p99))} ms, max ${Math.max(...w.map((o) => o.visibleMs.max))} ms`,
     );
     for (const name of ["resources HTTP", "deviations HTTP"]) {
       const expected = name.startsWith("resources") ? rows : results["deviations query"][0].rows;
