@@ -9,10 +9,12 @@ import {
   loadRegistryEntry,
   loadRenderedPlan,
   RENDERED_PAGE_COPY_FORMAT,
+  renderedPageShape,
   rowsBinding,
   servesRendered,
   type CursorPosition,
   type PageDataset,
+  type RenderedPageShape,
 } from "@exportsvc/datasets";
 import { CopyTextUnescaper } from "@exportsvc/db";
 import { createTestOrganization, testPool } from "../../../test/support/db";
@@ -99,15 +101,15 @@ describe("rendered datasets", () => {
     }
   };
   const positionOf = (page: string): CursorPosition => lastPosition(page, rowsBinding(org, dataset));
-  /** The pages as a page reads them now: from the rendered table when current, else live. */
-  const pagesNow = async (limit: number) => {
+  /** The pages as a page reads them now (the statement shape its state calls for, unless `shape`): from the rendered table, patched, or live. */
+  const pagesNow = async (limit: number, shape?: RenderedPageShape) => {
     const plan = await loadRenderedPlan(pool, org, dataset);
     if (!plan || !servesRendered(dataset, plan.state)) throw new Error("no rendered table");
     const state = plan.state;
     const pages: string[] = [];
     let after: CursorPosition | undefined;
     for (;;) {
-      const page = await copyText(pool, buildRenderedPageQuery(dataset, state, { organizationId: org, limit, after }, codec), RENDERED_PAGE_COPY_FORMAT);
+      const page = await copyText(pool, buildRenderedPageQuery(dataset, state, { organizationId: org, limit, after }, codec, shape ?? renderedPageShape(plan)), RENDERED_PAGE_COPY_FORMAT);
       if (!page) return { pages, current: plan.current, patchable: plan.patchable, state };
       pages.push(page);
       after = positionOf(page);
@@ -151,6 +153,8 @@ describe("rendered datasets", () => {
       expect(text).toContain(",Supplier 2,Changed,");
       expect(text).toContain('Supplier new,"a ""new"", one"');
       expect(unmark(after.pages)).toEqual(await livePages(limit));
+      // The statement shaped for a current table finds it behind in its own snapshot and reads live.
+      expect(await pagesNow(limit, "current")).toMatchObject({ pages: await livePages(limit) });
     }
     // The update renders the changed and the new row (and only them, beside the cell changed by hand: same last_modified, kept).
     const updated = await render();
@@ -176,7 +180,11 @@ describe("rendered datasets", () => {
       expect(now.pages.join("").match(/,moved Supplier/g)).toHaveLength(40);
     }
     expect(await render()).toMatchObject({ outcome: "updated", rows: 40 });
-    expect((await pagesNow(50)).current).toBe(true);
+    const current = await pagesNow(50);
+    expect(current.current).toBe(true);
+    // The statement shaped for a table behind finds it current in its own snapshot: patched with nothing, the same bytes.
+    expect((await pagesNow(50, "patched")).pages).toEqual(current.pages);
+    expect(current.pages).toEqual(await livePages(50));
   });
 
   it("deleted rows leave the table on the next render; until then pages read live", async () => {
@@ -214,9 +222,11 @@ describe("rendered datasets", () => {
     await pool.query("UPDATE products SET name = 'Product zero again' WHERE organization_id = $1 AND id = $2", [org, products[0]]);
     await render();
     // The old table still exists (its grace), but the state names the new one.
-    const page = await copyText(pool, buildRenderedPageQuery(dataset, before as typeof before & { tableName: string }, { organizationId: org, limit: 500 }, codec), RENDERED_PAGE_COPY_FORMAT);
-    expect(page).toEqual((await livePages(500))[0]);
-    expect(page).toContain("Product zero again");
+    for (const shape of ["current", "patched"] as const) {
+      const page = await copyText(pool, buildRenderedPageQuery(dataset, before as typeof before & { tableName: string }, { organizationId: org, limit: 500 }, codec, shape), RENDERED_PAGE_COPY_FORMAT);
+      expect(page).toEqual((await livePages(500))[0]);
+      expect(page).toContain("Product zero again");
+    }
   });
 
   it("a new attribute (new columns) builds a new table; the page of the old columns is not served from it", async () => {
@@ -311,9 +321,11 @@ describe("rendered deviations", () => {
             after = lastPosition(page, rowsBinding(org, dataset));
           }
         };
-        const patched = await pagesOf((after) => buildRenderedPageQuery(dataset, state, { organizationId: org, limit, after }, codec), RENDERED_PAGE_COPY_FORMAT);
+        const patched = await pagesOf((after) => buildRenderedPageQuery(dataset, state, { organizationId: org, limit, after }, codec, "patched"), RENDERED_PAGE_COPY_FORMAT);
+        const behind = await pagesOf((after) => buildRenderedPageQuery(dataset, state, { organizationId: org, limit, after }, codec, "current"), RENDERED_PAGE_COPY_FORMAT);
         const livePaged = await pagesOf((after) => buildPageQuery(dataset, { organizationId: org, limit, after }, codec), "csv");
         expect(patched).toEqual(livePaged);
+        expect(behind).toEqual(livePaged);
         expect(patched.join("")).toContain('now, ""changed""');
         expect(patched.join("")).toContain("DEV-new");
       }

@@ -182,7 +182,7 @@ function positionConditions(alias: string, request: PageRequest): string[] {
 }
 
 /**
- * The page of a rendered dataset as one statement, in three branches of which the status
+ * The page of a rendered dataset as one statement, of branches of which the status
  * (renderedStatusSql, evaluated once in the page's own snapshot) runs one:
  * - current: a keyset walk of the table's (organization_id, last_modified, id) index, nothing
  *   computed but stored text;
@@ -196,8 +196,19 @@ function positionConditions(alias: string, request: PageRequest): string[] {
  * - neither: the live page query.
  * So what a page holds never depends on how far the schema service has got: every branch takes the
  * same position, limit and visibility horizon and gives the bytes the live query gives.
+ *
+ * `shape` leaves out what the state read before the page (loadRenderedPlan) makes unlikely, since
+ * planning the three branches together cost 3 ms a page: "current" has the table's walk and the live
+ * query (a table found behind in the page's snapshot reads live), "patched" the patched branch (which
+ * is exact on a current table too) and the live query. Each is right whatever the page's snapshot finds.
  */
-export function buildRenderedPageQuery(dataset: PageDataset, state: RenderedState & { tableName: string }, request: PageRequest, codec: CursorCodec): string {
+export function buildRenderedPageQuery(
+  dataset: PageDataset,
+  state: RenderedState & { tableName: string },
+  request: PageRequest,
+  codec: CursorCodec,
+  shape: RenderedPageShape = "current",
+): string {
   if (!Number.isInteger(request.limit) || request.limit < 1) throw new RangeError("limit must be a positive integer");
   const binding = rowsBinding(request.organizationId, dataset);
   const stored = codec.keyForStoredSignature(state.cursorSignature, binding) !== undefined;
@@ -213,18 +224,23 @@ export function buildRenderedPageQuery(dataset: PageDataset, state: RenderedStat
   const source = sourceOf(dataset, request.organizationId, "join").table;
   // Per page row the table lacks, the live page query for that one row (a subquery CASE runs only for those).
   const patched = buildPageQuery(dataset, { ...request, limit: 1, onlyIds: "SELECT p.id" }, codec);
-  return `${label}
-WITH rendered AS (${renderedStatusSql(request.organizationId, dataset, state)})
+  const live = (unless: string) => `(SELECT ${liveRecord} AS record FROM (${buildPageQuery(dataset, request, codec)}) live WHERE NOT (SELECT ${unless} FROM rendered))`;
+  const head = `${label}\nWITH rendered AS (${renderedStatusSql(request.organizationId, dataset, state)})`;
+  if (shape === "current") {
+    return `${head}
 (SELECT c.line || ',' || ${cursorOf("c")} AS record
   FROM ${table} c
   WHERE (SELECT current FROM rendered) AND ${positionConditions("c", request).join(" AND ")}
   ORDER BY c.last_modified, c.id
   LIMIT ${limit})
 UNION ALL
+${live("current")}`;
+  }
+  return `${head}
 (SELECT CASE WHEN p.rendered THEN p.line || ',' || ${cursorOf("p")} ELSE (SELECT ${liveRecord} FROM (${patched}) live) END AS record
   FROM (SELECT t.id, t.last_modified, c.id IS NOT NULL AS rendered, c.line, c.signed_cursor
           FROM (SELECT t.id, t.last_modified FROM ${source} t
-                 WHERE (SELECT patchable AND NOT current FROM rendered) AND ${positionConditions("t", request).join(" AND ")}
+                 WHERE (SELECT patchable FROM rendered) AND ${positionConditions("t", request).join(" AND ")}
                  ORDER BY t.last_modified, t.id
                  LIMIT ${limit}) t
           LEFT JOIN (SELECT c.id, c.last_modified, c.line, c.signed_cursor FROM ${table} c
@@ -234,8 +250,14 @@ UNION ALL
          ORDER BY t.last_modified, t.id) p
   ORDER BY p.last_modified, p.id)
 UNION ALL
-(SELECT ${liveRecord} AS record FROM (${buildPageQuery(dataset, request, codec)}) live WHERE NOT (SELECT patchable FROM rendered))`;
+${live("patchable")}`;
 }
+
+/** Which branches a rendered page's statement holds (buildRenderedPageQuery). */
+export type RenderedPageShape = "current" | "patched";
+
+/** The shape for a page whose state, read before it, was `plan`. */
+export const renderedPageShape = (plan: Pick<RenderedPlan, "current">): RenderedPageShape => (plan.current ? "current" : "patched");
 
 /**
  * The rendered rows of the organization's dataset, as a SELECT yielding (organization_id, id,

@@ -4,6 +4,7 @@ import {
   formIdOfDataset,
   isRenderedKind,
   loadRenderedPlan,
+  renderedPageShape,
   RENDERED_PAGE_COPY_FORMAT,
   servesRendered,
   servesStoredCursors,
@@ -52,7 +53,7 @@ const csvPage =
       return {
         source,
         header: csvHeader(dataset),
-        select: () => (fromTable ? buildRenderedPageQuery(dataset, fromTable, page, deps.codec) : buildPageQuery(dataset, page, deps.codec)),
+        select: () => (fromTable ? buildRenderedPageQuery(dataset, fromTable, page, deps.codec, renderedPageShape(rendered!)) : buildPageQuery(dataset, page, deps.codec)),
         format: fromTable ? RENDERED_PAGE_COPY_FORMAT : undefined,
         logFields: { ...(siteNames ? { siteNames } : {}), ...(isRenderedKind(dataset) ? { rendered: renderedSource } : {}) },
         streamed: (outcome) => {
