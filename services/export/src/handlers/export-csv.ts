@@ -34,10 +34,10 @@ const csvPage =
       // Form datasets: whether the rows' stored cursors are served, decided once for the query and the metric.
       const storedCursors = dataset.tableName !== undefined ? servesStoredCursors(dataset, request.organizationId, deps.codec) : undefined;
       const siteNames = dataset.kind === "submission" ? siteNameLookup(deps.siteCounts?.get(request.organizationId), params.limit) : undefined;
-      // Resource datasets and deviations: their rendered table when it is current (docs/export.md, "Rendered datasets"),
-      // read from the same database as the page.
+      // Resource datasets and deviations: their rendered table's state (docs/export.md, "Rendered datasets"), read from
+      // the same database as the page. Read through the table while it is current or patchable (only the rows written
+      // since its render rendered live); the page's statement decides again in its own snapshot.
       const rendered = isRenderedKind(dataset) ? await loadRenderedPlan(source, request.organizationId, dataset) : undefined;
-      // Read through the table while it is current or patchable; the page's statement decides again in its own snapshot.
       const fromTable = rendered?.patchable === true && servesRendered(dataset, rendered.state) ? rendered.state : undefined;
       const renderedSource = !fromTable ? "live" : rendered?.current ? "table" : "patched";
       const page: PageRequest = {
