@@ -1,6 +1,7 @@
 import type { Pool } from "pg";
 import { loadRegistryEntry, loadRenderedPlan } from "@exportsvc/datasets";
 import { createPool } from "@exportsvc/db";
+import { percentile } from "../soak/http-latency";
 
 /** What a constant writer did, and how a rendered dataset's table stood while it wrote. */
 export interface WritesOutcome {
@@ -19,8 +20,6 @@ export interface VisibilityProbeTarget {
   baseUrl: string;
   apiKey: string;
 }
-
-const quantile = (sorted: number[], q: number): number => sorted[Math.min(sorted.length - 1, Math.floor(q * sorted.length))] ?? 0;
 
 /**
  * Updates random suppliers of the organization, one row a transaction (a new description and
@@ -99,15 +98,14 @@ export async function startSupplierWrites(
       stopped = true;
       await running;
       await writers.end();
-      const sorted = [...commits].sort((a, b) => a - b);
-      const visibleSorted = [...visible].sort((a, b) => a - b);
+      const at = (values: number[], p: number) => percentile(values, p) ?? 0;
       const total = samples.current + samples.patchable + samples.live || 1;
       return {
         writes: commits.length,
         seconds: (Date.now() - started) / 1000,
-        commitMs: { p50: quantile(sorted, 0.5), p99: quantile(sorted, 0.99) },
+        commitMs: { p50: at(commits, 50), p99: at(commits, 99) },
         table: { current: samples.current / total, patchable: samples.patchable / total, live: samples.live / total },
-        visibleMs: { probes: visible.length, p50: quantile(visibleSorted, 0.5), p99: quantile(visibleSorted, 0.99), max: visibleSorted[visibleSorted.length - 1] ?? 0 },
+        visibleMs: { probes: visible.length, p50: at(visible, 50), p99: at(visible, 99), max: at(visible, 100) },
       };
     },
   };

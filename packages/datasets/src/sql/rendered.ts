@@ -166,11 +166,12 @@ function currentConditionsOf(inputs: ReturnType<typeof renderInputs>): string {
  * changed since the render). patchable: its rows are, except the ones it lacks (new, or changed since).
  */
 export function renderedStatusSql(organizationId: string, dataset: PageDataset, state: RenderedState & { tableName: string }): string {
-  const row = `FROM rendered_datasets s
-    WHERE s.organization_id = ${uuidLiteral(organizationId)} AND s.dataset = ${textLiteral(dataset.key)} AND s.table_name = ${textLiteral(state.tableName)}`;
   const inputs = renderInputsSql(organizationId, dataset, "s.rewrites_from");
-  return `SELECT EXISTS (SELECT 1 ${row} AND ${currentConditionsOf(inputs)}) AS current,
-       EXISTS (SELECT 1 ${row} AND ${patchableConditionsOf(inputs)}) AS patchable`;
+  // The state row read once, each input once: no row gives false for both (the aggregates over nothing are null).
+  return `SELECT COALESCE(bool_and(x.patchable AND x.unwritten), false) AS current, COALESCE(bool_and(x.patchable), false) AS patchable
+    FROM (SELECT ${patchableConditionsOf(inputs)} AS patchable, s.source_version = ${inputs.sourceVersion} AS unwritten
+            FROM rendered_datasets s
+           WHERE s.organization_id = ${uuidLiteral(organizationId)} AND s.dataset = ${textLiteral(dataset.key)} AND s.table_name = ${textLiteral(state.tableName)}) x`;
 }
 
 /** The (last_modified, id) keyset and visibility conditions of a page, on the rows `alias`. */
