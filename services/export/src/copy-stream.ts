@@ -1,6 +1,6 @@
 import type { Pool, PoolClient } from "pg";
 import { commandCompleted, CopyTextUnescaper } from "@exportsvc/db";
-import { PAGE_SESSION_SETTINGS_SQL } from "@exportsvc/datasets";
+import { PAGE_SESSION_SETTINGS_SQL, PAGE_SNAPSHOT_BEGIN_SQL, type PageStatement } from "@exportsvc/datasets";
 import { to as copyTo } from "pg-copy-streams";
 import type { StreamSink } from "@exportsvc/rpc";
 
@@ -39,18 +39,24 @@ export interface CopyOptions {
   chunkBytes: number;
   /** Longest wait for the sink to accept a chunk; then the page is aborted (StreamStalled). */
   stallTimeoutMs: number;
-  /**
-   * "csv" (default): the SELECT's columns are the record's fields. "text": the SELECT has one
-   * column, each row's CSV record already (a rendered dataset's page), COPYed as text and unescaped.
-   */
-  format?: CopyFormat;
 }
 
-/** How a page's SELECT is COPYed (CopyOptions.format). */
-export type CopyFormat = "csv" | "text";
+/**
+ * How a page's SELECT is COPYed. "csv": the SELECT's columns are the record's fields. "text": the
+ * SELECT has one column, each row's CSV record already (a rendered dataset's page), COPYed as text
+ * and unescaped.
+ */
+export type CopyFormat = PageStatement["format"];
 
 /**
- * Runs `COPY (<select>) TO STDOUT (FORMAT csv)` (or FORMAT text, CopyOptions.format) and forwards its bytes, prefixed by `prefix`, in
+ * A page's statement decided on the page's own connection: it runs inside a repeatable-read,
+ * read-only transaction (PAGE_SNAPSHOT_BEGIN_SQL) whose snapshot the COPY then reads, so what it
+ * read to decide (a rendered dataset's state) and the rows are of one moment.
+ */
+export type StatementInSnapshot = (db: PoolClient) => Promise<PageStatement>;
+
+/**
+ * Runs `COPY (<select>) TO STDOUT (FORMAT csv)` (or FORMAT text, PageStatement.format) and forwards its bytes, prefixed by `prefix`, in
  * chunks of exactly `chunkBytes` (the last one shorter). Nothing is sent until the first chunk is
  * full or the page is complete, so any failure inside the first chunk reaches the caller as a plain
  * error (the gateway can still answer with a problem response).
@@ -60,15 +66,22 @@ export type CopyFormat = "csv" | "text";
  * cancelled on the server and the connection is destroyed rather than returned half-read; the same
  * happens when the consumer stays full for `stallTimeoutMs` (it stopped reading).
  */
-export async function copyToSink(pool: Pool, select: string, prefix: Buffer, sink: ChunkSink, options: CopyOptions): Promise<CopyOutcome> {
+export async function copyToSink(pool: Pool, statement: PageStatement | StatementInSnapshot, prefix: Buffer, sink: ChunkSink, options: CopyOptions): Promise<CopyOutcome> {
   const { chunkBytes, stallTimeoutMs } = options;
-  const format = options.format ?? "csv";
-  const unescaper = format === "text" ? new CopyTextUnescaper() : undefined;
   const client = await pool.connect();
-  await prepareSession(client).catch((err) => {
+  const inSnapshot = typeof statement === "function";
+  let decided: PageStatement;
+  try {
+    await prepareSession(client);
+    if (inSnapshot) await client.query(PAGE_SNAPSHOT_BEGIN_SQL);
+    decided = inSnapshot ? await statement(client) : statement;
+  } catch (err) {
+    // Destroyed, not returned: nothing half-done (an open transaction) goes back to the pool.
     client.release(true);
     throw err;
-  });
+  }
+  const { select, format } = decided;
+  const unescaper = format === "text" ? new CopyTextUnescaper() : undefined;
   let destroyConnection = false;
   let sentChunks = 0;
   let bytes = 0;
@@ -130,6 +143,8 @@ export async function copyToSink(pool: Pool, select: string, prefix: Buffer, sin
     if (!cancelled && pendingBytes > 0) await send(Buffer.concat(pending, pendingBytes));
     if (cancelled) return { bytes, rows: 0, cancelled };
     await completed;
+    // The page is whole: a COMMIT that fails (the connection lost) only costs the connection.
+    if (inSnapshot) await client.query("COMMIT").catch(() => (destroyConnection = true));
     return { bytes, rows: stream.rowCount, cancelled };
   } catch (err) {
     destroyConnection = true;

@@ -1,4 +1,5 @@
 import { ServiceMetrics, VISIBILITY_HORIZON_HOLDERS, type MetricsOptions, type VisibilityHorizonHolder } from "@exportsvc/common";
+import { RENDERED_PAGE_SOURCES, type RenderedPageSource } from "@exportsvc/datasets";
 
 /** Dataset families, for the export counters. */
 export const EXPORT_FAMILIES = ["resource", "deviations", "submission", "grid"] as const;
@@ -8,9 +9,6 @@ export type ExportFamily = (typeof EXPORT_FAMILIES)[number];
 export const FORM_PAGE_CURSOR_SOURCES = ["stored", "signed"] as const;
 export type FormPageCursorSource = (typeof FORM_PAGE_CURSOR_SOURCES)[number];
 
-/** How a page of a resource dataset or deviations was read: from its current rendered table, from the table with the rows written since rendered live, or live. */
-export const RENDERED_PAGE_SOURCES = ["table", "patched", "live"] as const;
-export type RenderedPageSource = (typeof RENDERED_PAGE_SOURCES)[number];
 
 /** The export service's metric families (pages streamed, their cursors, the visibility horizon), beside the shared ones. */
 export class ExportMetrics extends ServiceMetrics {

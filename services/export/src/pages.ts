@@ -8,11 +8,12 @@ import {
   UnsupportedDatasetError,
   type CursorCodec,
   type PageDataset,
+  type PageStatement,
   type RegistryEntry,
 } from "@exportsvc/datasets";
 import type { ExportCsvRequest } from "@exportsvc/proto";
 import { callTraceId, grpcSink, type grpc } from "@exportsvc/rpc";
-import { copyToSink, StreamFailedAfterFirstChunk, StreamStalled, type ChunkSink, type CopyFormat, type CopyOutcome } from "./copy-stream";
+import { copyToSink, StreamFailedAfterFirstChunk, StreamStalled, type ChunkSink, type CopyOutcome, type StatementInSnapshot } from "./copy-stream";
 import type { ExportMetrics } from "./metrics";
 import type { SiteCounts } from "./site-counts";
 import { startHorizon, visibilityHorizon, type FormIdHints, type HorizonOptions, type ReadReplicaPool } from "./visibility";
@@ -55,10 +56,11 @@ export type ExportableDataset = PageDataset & RegistryEntry;
 export interface PagePlan {
   /** The pool the page is read from: the primary, or the read replica once it has caught up. */
   source: Pool;
-  /** Builds the page query; what it throws means the dataset cannot be exported (notExportable). */
-  select(): string;
-  /** How the query is COPYed (default csv; text for one column of whole records). */
-  format?: CopyFormat;
+  /**
+   * Builds the page's statement; what it throws means the dataset cannot be exported (notExportable).
+   * A function of the page's connection decides it inside the page's snapshot (StatementInSnapshot).
+   */
+  statement(): PageStatement | StatementInSnapshot;
   header: Buffer;
   /** What the page's log line adds (the feed, the site names' lookup). */
   logFields?: Record<string, unknown>;
@@ -87,14 +89,14 @@ export function feedHandler<Request extends PageRequest, Response>(deps: ExportD
       const planFor = planner(request);
       const dataset = await loadExportableDataset(deps, request, traceId);
       const plan = await planFor(dataset);
-      let select: string;
+      let statement: PageStatement | StatementInSnapshot;
       try {
-        select = plan.select();
+        statement = plan.statement();
       } catch (err) {
         throw notExportable(deps.logger, dataset.key, err, traceId);
       }
       const { organizationId } = request;
-      const outcome = await streamCsv(deps, { source: plan.source, select, format: plan.format, header: plan.header, sink, dataset, organizationId, traceId, what });
+      const outcome = await streamCsv(deps, { source: plan.source, statement, header: plan.header, sink, dataset, organizationId, traceId, what });
       plan.streamed?.(outcome);
       const ms = Number(process.hrtime.bigint() - started) / 1e6;
       deps.logger.info({ organizationId, dataset: dataset.key, ...plan.logFields, bytes: outcome.bytes, rows: outcome.rows, cancelled: outcome.cancelled, ms }, `${what} page`);
@@ -141,8 +143,7 @@ async function acquireShare(deps: ExportDependencies, organizationId: string, si
 interface CsvStreamTarget {
   /** The pool the page is read from: the primary, or the read replica once it has caught up. */
   source: Pool;
-  select: string;
-  format?: CopyFormat;
+  statement: PageStatement | StatementInSnapshot;
   header: Buffer;
   sink: ChunkSink;
   dataset: PageDataset;
@@ -158,9 +159,9 @@ interface CsvStreamTarget {
  * rendered) to the service's errors. Shared by every CSV-shaped feed of a dataset.
  */
 async function streamCsv(deps: ExportDependencies, target: CsvStreamTarget): Promise<CopyOutcome> {
-  const { source, select, format, header, sink, dataset, organizationId, traceId, what } = target;
+  const { source, statement, header, sink, dataset, organizationId, traceId, what } = target;
   try {
-    const outcome = await copyToSink(source, select, header, sink, { chunkBytes: deps.chunkBytes, stallTimeoutMs: deps.stallTimeoutMs + CONSUMER_STALL_MARGIN_MS, format });
+    const outcome = await copyToSink(source, statement, header, sink, { chunkBytes: deps.chunkBytes, stallTimeoutMs: deps.stallTimeoutMs + CONSUMER_STALL_MARGIN_MS });
     if (outcome.cancelled) deps.metrics?.recordStreamAbort("client_disconnect");
     return outcome;
   } catch (err) {

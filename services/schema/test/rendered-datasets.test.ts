@@ -1,5 +1,5 @@
 import { randomUUID } from "node:crypto";
-import type { Pool } from "pg";
+import type { Pool, PoolClient } from "pg";
 import { to as copyTo } from "pg-copy-streams";
 import {
   buildPageQuery,
@@ -8,13 +8,16 @@ import {
   CursorKeyring,
   loadRegistryEntry,
   loadRenderedPlan,
+  PAGE_SNAPSHOT_BEGIN_SQL,
   RENDERED_PAGE_COPY_FORMAT,
-  renderedPageShape,
+  renderedPageStatement,
   rowsBinding,
   servesRendered,
   type CursorPosition,
   type PageDataset,
+  type PageRequest,
   type RenderedPageShape,
+  type RenderedPageSource,
 } from "@exportsvc/datasets";
 import { CopyTextUnescaper } from "@exportsvc/db";
 import { createTestOrganization, testPool } from "../../../test/support/db";
@@ -24,14 +27,14 @@ import { addAttribute } from "./support";
 
 /*
  * Rendered datasets (migration 130): a page read from the rendered table is byte for byte the live
- * page, and a page never reads a table that is behind its sources (it reads live instead).
+ * page, and a page never reads a table that is behind its sources (it reads it patched, or live).
  */
 
 const codec = new CursorCodec({ keyring: CursorKeyring.parse("1:0123456789abcdef0123456789abcdef") });
 
 /** A page's bytes as the export service sends them: CSV COPY, or (rendered pages) text COPY unescaped. */
-async function copyText(pool: Pool, select: string, format: "csv" | "text" = "csv"): Promise<string> {
-  const client = await pool.connect();
+async function copyText(pool: Pool | PoolClient, select: string, format: "csv" | "text" = "csv"): Promise<string> {
+  const client = "release" in pool ? pool : await pool.connect();
   try {
     const stream = client.query(copyTo(`COPY (${select}) TO STDOUT (FORMAT ${format})`));
     const unescaper = format === "text" ? new CopyTextUnescaper() : undefined;
@@ -39,6 +42,20 @@ async function copyText(pool: Pool, select: string, format: "csv" | "text" = "cs
     for await (const chunk of stream as AsyncIterable<Buffer>) chunks.push(unescaper ? unescaper.push(chunk) : chunk);
     unescaper?.end();
     return Buffer.concat(chunks).toString("utf8");
+  } finally {
+    if (client !== pool) client.release();
+  }
+}
+
+/** One page as the export service reads it: in its own snapshot, the state read first and the statement it calls for COPYed. */
+async function renderedPage(pool: Pool, dataset: PageDataset, request: PageRequest): Promise<{ page: string; source: RenderedPageSource }> {
+  const client = await pool.connect();
+  try {
+    await client.query(PAGE_SNAPSHOT_BEGIN_SQL);
+    const statement = await renderedPageStatement(client, dataset, request, codec);
+    const page = await copyText(client, statement.select, statement.format);
+    await client.query("COMMIT");
+    return { page, source: statement.source };
   } finally {
     client.release();
   }
@@ -101,18 +118,24 @@ describe("rendered datasets", () => {
     }
   };
   const positionOf = (page: string): CursorPosition => lastPosition(page, rowsBinding(org, dataset));
-  /** The pages as a page reads them now (the statement shape its state calls for, unless `shape`): from the rendered table, patched, or live. */
+  /**
+   * The pages as the export reads them now, each in its own snapshot (renderedPage: from the rendered
+   * table, patched, or live, as its state says), or all by the statement `shape` names.
+   */
   const pagesNow = async (limit: number, shape?: RenderedPageShape) => {
     const plan = await loadRenderedPlan(pool, org, dataset);
     if (!plan || !servesRendered(dataset, plan.state)) throw new Error("no rendered table");
     const state = plan.state;
     const pages: string[] = [];
+    const sources = new Set<RenderedPageSource>();
     let after: CursorPosition | undefined;
     for (;;) {
-      const page = await copyText(pool, buildRenderedPageQuery(dataset, state, { organizationId: org, limit, after }, codec, shape ?? renderedPageShape(plan)), RENDERED_PAGE_COPY_FORMAT);
-      if (!page) return { pages, current: plan.current, patchable: plan.patchable, state };
-      pages.push(page);
-      after = positionOf(page);
+      const request = { organizationId: org, limit, after };
+      const read = shape ? { page: await copyText(pool, buildRenderedPageQuery(dataset, state, request, codec, shape), RENDERED_PAGE_COPY_FORMAT), source: shape } : await renderedPage(pool, dataset, request);
+      if (!read.page) return { pages, current: plan.current, patchable: plan.patchable, state, sources: [...sources].sort() };
+      pages.push(read.page);
+      sources.add(read.source);
+      after = positionOf(read.page);
     }
   };
 
@@ -120,8 +143,9 @@ describe("rendered datasets", () => {
     const result = await render();
     expect(result.outcome).toBe("built");
     expect(result.rows).toBe(120);
-    const { pages, current } = await pagesNow(50);
+    const { pages, current, sources } = await pagesNow(50);
     expect(current).toBe(true);
+    expect(sources).toEqual(["table"]);
     expect(pages).toHaveLength(3);
     expect(pages).toEqual(await livePages(50));
     expect((await render()).outcome).toBe("current");
@@ -147,14 +171,12 @@ describe("rendered datasets", () => {
     const unmark = (pages: string[]) => pages.map((page) => page.replace(",from the table,", ",Supplier 1,"));
     for (const limit of [500, 50, 7]) {
       const after = await pagesNow(limit);
-      expect(after).toMatchObject({ current: false, patchable: true });
+      expect(after).toMatchObject({ current: false, patchable: true, sources: ["patched"] });
       const text = after.pages.join("");
       expect(text).toContain("from the table");
       expect(text).toContain(",Supplier 2,Changed,");
       expect(text).toContain('Supplier new,"a ""new"", one"');
       expect(unmark(after.pages)).toEqual(await livePages(limit));
-      // The statement shaped for a current table finds it behind in its own snapshot and reads live.
-      expect(await pagesNow(limit, "current")).toMatchObject({ pages: await livePages(limit) });
     }
     // The update renders the changed and the new row (and only them, beside the cell changed by hand: same last_modified, kept).
     const updated = await render();
@@ -182,14 +204,15 @@ describe("rendered datasets", () => {
     expect(await render()).toMatchObject({ outcome: "updated", rows: 40 });
     const current = await pagesNow(50);
     expect(current.current).toBe(true);
-    // The statement shaped for a table behind finds it current in its own snapshot: patched with nothing, the same bytes.
+    // The patched statement on a current table: nothing to patch, the same bytes.
     expect((await pagesNow(50, "patched")).pages).toEqual(current.pages);
     expect(current.pages).toEqual(await livePages(50));
   });
 
   it("deleted rows leave the table on the next render; until then pages read live", async () => {
     await pool.query("DELETE FROM suppliers WHERE organization_id = $1 AND name IN ('Supplier 5', 'Supplier 6')", [org]);
-    expect((await pagesNow(50)).current).toBe(false);
+    expect(await pagesNow(50)).toMatchObject({ current: false, patchable: false, sources: ["live"] });
+    expect((await pagesNow(50)).pages).toEqual(await livePages(50));
     // A deleted supplier is a named record (other suppliers' parent_names show it): a rewrite entry, so a new table.
     const rebuilt = await render();
     expect(rebuilt).toMatchObject({ outcome: "built", rows: 119 });
@@ -202,7 +225,7 @@ describe("rendered datasets", () => {
   it("a renamed product shown by supplier rows (a rewrite entry) makes pages read live until a new table is built", async () => {
     await pool.query("UPDATE products SET name = 'Product zero, renamed' WHERE organization_id = $1 AND id = $2", [org, products[0]]);
     const stale = await pagesNow(50);
-    expect(stale.current).toBe(false);
+    expect(stale).toMatchObject({ current: false, patchable: false, sources: ["live"] });
     expect(stale.pages.join("")).toContain("Product zero, renamed");
     const rebuilt = await render();
     expect(rebuilt.outcome).toBe("built");
@@ -217,16 +240,27 @@ describe("rendered datasets", () => {
     expect((await pool.query("SELECT to_regclass($1) AS t", [stale.state.tableName])).rows[0].t).toBeNull();
   });
 
-  it("a page planned against a replaced table reads live (the statement checks the table it names)", async () => {
-    const before = (await loadRenderedPlan(pool, org, dataset))!.state;
-    await pool.query("UPDATE products SET name = 'Product zero again' WHERE organization_id = $1 AND id = $2", [org, products[0]]);
-    await render();
-    // The old table still exists (its grace), but the state names the new one.
-    for (const shape of ["current", "patched"] as const) {
-      const page = await copyText(pool, buildRenderedPageQuery(dataset, before as typeof before & { tableName: string }, { organizationId: org, limit: 500 }, codec, shape), RENDERED_PAGE_COPY_FORMAT);
-      expect(page).toEqual((await livePages(500))[0]);
-      expect(page).toContain("Product zero again");
+  it("a page reads the state and its rows in one snapshot: a rename and a new table committed in between change neither", async () => {
+    const client = await pool.connect();
+    try {
+      await client.query(PAGE_SNAPSHOT_BEGIN_SQL);
+      const statement = await renderedPageStatement(client, dataset, { organizationId: org, limit: 500 }, codec);
+      expect(statement.source).toBe("table");
+      // Committed after the page's snapshot: a rename its rows show, and the table that replaces this one.
+      await pool.query("UPDATE products SET name = 'Product zero again' WHERE organization_id = $1 AND id = $2", [org, products[0]]);
+      expect((await render()).outcome).toBe("built");
+      const page = await copyText(client, statement.select, statement.format);
+      // The page is the live page of its own snapshot, not of now.
+      expect(page).toEqual(await copyText(client, buildPageQuery(dataset, { organizationId: org, limit: 500 }, codec)));
+      expect(page).not.toContain("Product zero again");
+      await client.query("COMMIT");
+    } finally {
+      client.release();
     }
+    const now = await pagesNow(500);
+    expect(now).toMatchObject({ current: true, sources: ["table"] });
+    expect(now.pages).toEqual(await livePages(500));
+    expect(now.pages.join("")).toContain("Product zero again");
   });
 
   it("a new attribute (new columns) builds a new table; the page of the old columns is not served from it", async () => {
@@ -249,7 +283,7 @@ describe("rendered datasets", () => {
     const horizon = BigInt(Date.now() - 60_000) * 1000n;
     const plan = (await loadRenderedPlan(pool, org, dataset))!;
     const state = plan.state as typeof plan.state & { tableName: string };
-    const rendered = await copyText(pool, buildRenderedPageQuery(dataset, state, { organizationId: org, limit: 500, visibleBeforeMicros: horizon }, codec), RENDERED_PAGE_COPY_FORMAT);
+    const rendered = await copyText(pool, buildRenderedPageQuery(dataset, state, { organizationId: org, limit: 500, visibleBeforeMicros: horizon }, codec, "table"), RENDERED_PAGE_COPY_FORMAT);
     const live = await copyText(pool, buildPageQuery(dataset, { organizationId: org, limit: 500, visibleBeforeMicros: horizon }, codec));
     expect(rendered).toEqual(live);
     expect(rendered.trimEnd().split("\n").length).toBeLessThan(110);
@@ -296,7 +330,7 @@ describe("rendered deviations", () => {
       const plan = (await loadRenderedPlan(pool, org, dataset))!;
       expect(plan.current && servesRendered(dataset, plan.state)).toBe(true);
       const state = plan.state as typeof plan.state & { tableName: string };
-      const rendered = await copyText(pool, buildRenderedPageQuery(dataset, state, { organizationId: org, limit: 100 }, codec), RENDERED_PAGE_COPY_FORMAT);
+      const rendered = await copyText(pool, buildRenderedPageQuery(dataset, state, { organizationId: org, limit: 100 }, codec, "table"), RENDERED_PAGE_COPY_FORMAT);
       const live = await copyText(pool, buildPageQuery(dataset, { organizationId: org, limit: 100 }, codec));
       expect(rendered.trimEnd().split("\n").length).toBeGreaterThanOrEqual(30);
       expect(rendered).toEqual(live);
@@ -322,10 +356,17 @@ describe("rendered deviations", () => {
           }
         };
         const patched = await pagesOf((after) => buildRenderedPageQuery(dataset, state, { organizationId: org, limit, after }, codec, "patched"), RENDERED_PAGE_COPY_FORMAT);
-        const behind = await pagesOf((after) => buildRenderedPageQuery(dataset, state, { organizationId: org, limit, after }, codec, "current"), RENDERED_PAGE_COPY_FORMAT);
         const livePaged = await pagesOf((after) => buildPageQuery(dataset, { organizationId: org, limit, after }, codec), "csv");
         expect(patched).toEqual(livePaged);
-        expect(behind).toEqual(livePaged);
+        // As the export reads them: each page patched, as its own snapshot's state says.
+        const exported: string[] = [];
+        let after: CursorPosition | undefined;
+        for (let read = await renderedPage(pool, dataset, { organizationId: org, limit }); read.page; read = await renderedPage(pool, dataset, { organizationId: org, limit, after })) {
+          expect(read.source).toBe("patched");
+          exported.push(read.page);
+          after = lastPosition(read.page, rowsBinding(org, dataset));
+        }
+        expect(exported).toEqual(livePaged);
         expect(patched.join("")).toContain('now, ""changed""');
         expect(patched.join("")).toContain("DEV-new");
       }

@@ -13,7 +13,7 @@ import { REWRITE_REFERENCES, rewriteFeed } from "./rewrites-query";
  * deviations' rows rendered once into a table of the organization's schema, column `line` holding
  * each row's CSV record up to its `_cursor`, with the signed `_cursor` stored. The schema
  * service writes them (services/schema/src/maintenance/rendered-datasets.ts); a page reads them only
- * while its own statement finds nothing they were rendered from changed (renderedPageQuery).
+ * while its snapshot finds nothing they were rendered from changed (renderedPageStatement).
  */
 
 /**
@@ -41,7 +41,7 @@ export const csvRecordSql = (columns: readonly string[]): string => columns.map(
  * How a page of a rendered table is COPYed: one text column, the CSV record, which `FORMAT text`
  * writes as is but for backslash escapes (CopyTextUnescaper undoes them).
  */
-export const RENDERED_PAGE_COPY_FORMAT = "text";
+export const RENDERED_PAGE_COPY_FORMAT = "text" as const;
 
 /** The rewrite log's kinds whose entries can change what this dataset's rows show (REWRITE_REFERENCES). */
 export function rewriteKindsOf(dataset: Pick<PageDataset, "kind" | "sourceRef">): string[] {
@@ -84,9 +84,9 @@ export async function loadRenderedState(db: Queryable, organizationId: string, d
 /** A page's view of its dataset's rendered table: the state, and whether the table was current when read. */
 export interface RenderedPlan {
   state: RenderedState;
-  /** The table is the dataset (renderedStatusSql). */
+  /** The table is the dataset (currentConditionsOf). */
   current: boolean;
-  /** The table holds every row it has as a live read renders it; pages render only the rows it lacks (renderedStatusSql). */
+  /** The table holds every row it has as a live read renders it; pages render only the rows it lacks (patchableConditionsOf). */
   patchable: boolean;
 }
 
@@ -98,7 +98,11 @@ const SELECT_RENDERED_PLAN = preparedStatement(
      FROM rendered_datasets s WHERE s.organization_id = $1::uuid AND s.dataset = $2::text`,
 );
 
-/** The dataset's rendered table for a page, with whether it is current or patchable now (renderedStatusSql); undefined: none. */
+/**
+ * The dataset's rendered table, with whether it is current or patchable in the caller's snapshot
+ * (current: neither the dataset's own rows, dataset_changes, nor the records its rows show changed
+ * since the render; patchable: only its own rows did); undefined: none.
+ */
 export async function loadRenderedPlan(db: Queryable, organizationId: string, dataset: PageDataset): Promise<RenderedPlan | undefined> {
   const { rows } = await db.query<RenderedState & { current: boolean; patchable: boolean }>({ ...SELECT_RENDERED_PLAN, values: [organizationId, dataset.key, rewriteKindsOf(dataset)] });
   if (!rows[0]) return undefined;
@@ -159,21 +163,6 @@ function currentConditionsOf(inputs: ReturnType<typeof renderInputs>): string {
   return `(${patchableConditionsOf(inputs)} AND s.source_version = ${inputs.sourceVersion})`;
 }
 
-/**
- * One row (current, patchable), evaluated in the statement's snapshot, for the table `state` names:
- * false both when the state row no longer names that table. current: the table is the dataset as a
- * live read renders it (neither the dataset's own rows, dataset_changes, nor the records its rows show
- * changed since the render). patchable: its rows are, except the ones it lacks (new, or changed since).
- */
-export function renderedStatusSql(organizationId: string, dataset: PageDataset, state: RenderedState & { tableName: string }): string {
-  const inputs = renderInputsSql(organizationId, dataset, "s.rewrites_from");
-  // The state row read once, each input once: no row gives false for both (the aggregates over nothing are null).
-  return `SELECT COALESCE(bool_and(x.patchable AND x.unwritten), false) AS current, COALESCE(bool_and(x.patchable), false) AS patchable
-    FROM (SELECT ${patchableConditionsOf(inputs)} AS patchable, s.source_version = ${inputs.sourceVersion} AS unwritten
-            FROM rendered_datasets s
-           WHERE s.organization_id = ${uuidLiteral(organizationId)} AND s.dataset = ${textLiteral(dataset.key)} AND s.table_name = ${textLiteral(state.tableName)}) x`;
-}
-
 /** The (last_modified, id) keyset and visibility conditions of a page, on the rows `alias`. */
 function positionConditions(alias: string, request: PageRequest): string[] {
   const where = [`${alias}.organization_id = ${uuidLiteral(request.organizationId)}`];
@@ -183,32 +172,26 @@ function positionConditions(alias: string, request: PageRequest): string[] {
 }
 
 /**
- * The page of a rendered dataset as one statement, of branches of which the status
- * (renderedStatusSql, evaluated once in the page's own snapshot) runs one:
- * - current: a keyset walk of the table's (organization_id, last_modified, id) index, nothing
- *   computed but stored text;
- * - patchable, not current (the dataset's rows were written since the render): the page's positions
- *   are read from the source's own keyset index and merged, in that order, with the table's (a merge
- *   join on (last_modified, id), no look-up per row); a row the table holds at that (id,
- *   last_modified) takes its record from it, one it lacks (new or changed since) is rendered by the
- *   live page query for its id alone. The table's side reads at most twice the page's rows: where
+ * The page of a rendered dataset, for the state read in the page's own snapshot (renderedPageStatement):
+ * - "table" (the state is current): a keyset walk of the table's (organization_id, last_modified,
+ *   id) index, nothing computed but stored text;
+ * - "patched" (patchable, not current: the dataset's rows were written since the render): the page's
+ *   positions are read from the source's own keyset index and merged, in that order, with the
+ *   table's (a merge join on (last_modified, id), no look-up per row); a row the table holds at that
+ *   (id, last_modified) takes its record from it, one it lacks (new or changed since) is rendered by
+ *   the live page query for its id alone. The table's side reads at most twice the page's rows: where
  *   more of its rows in the window are stale, the rest are rendered live, never served behind. A
- *   dataset under constant writes is read at nearly the table's speed;
- * - neither: the live page query.
- * So what a page holds never depends on how far the schema service has got: every branch takes the
- * same position, limit and visibility horizon and gives the bytes the live query gives.
- *
- * `shape` leaves out what the state read before the page (loadRenderedPlan) makes unlikely, since
- * planning the three branches together cost 3 ms a page: "current" has the table's walk and the live
- * query (a table found behind in the page's snapshot reads live), "patched" the patched branch (which
- * is exact on a current table too) and the live query. Each is right whatever the page's snapshot finds.
+ *   dataset under constant writes is read at nearly the table's speed.
+ * Either is exact only in a snapshot in which the state was read as it says (renderedPageStatement
+ * reads both in one repeatable-read transaction); it takes the same position, limit and visibility
+ * horizon as the live page query and gives the bytes it gives.
  */
 export function buildRenderedPageQuery(
   dataset: PageDataset,
   state: RenderedState & { tableName: string },
   request: PageRequest,
   codec: CursorCodec,
-  shape: RenderedPageShape = "current",
+  shape: RenderedPageShape,
 ): string {
   if (!Number.isInteger(request.limit) || request.limit < 1) throw new RangeError("limit must be a positive integer");
   const binding = rowsBinding(request.organizationId, dataset);
@@ -219,29 +202,25 @@ export function buildRenderedPageQuery(
   };
   const table = tableIdentifier(state.tableName);
   const limit = integerLiteral(request.limit);
-  const label = `/* export ${dataset.key.replace(/[^A-Za-z0-9_]/g, "_")} org=${request.organizationId.toLowerCase()} rendered */`;
+  const label = `/* export ${dataset.key.replace(/[^A-Za-z0-9_]/g, "_")} org=${request.organizationId.toLowerCase()} rendered ${shape} */`;
+  if (shape === "table") {
+    return `${label}
+SELECT c.line || ',' || ${cursorOf("c")} AS record
+  FROM ${table} c
+  WHERE ${positionConditions("c", request).join(" AND ")}
+  ORDER BY c.last_modified, c.id
+  LIMIT ${limit}`;
+  }
   // The live records are built the same way from the live page's columns (each already its final text).
   const liveRecord = csvRecordSql(headerFields(dataset).map((key) => `live.${identifier(key)}::text`));
   const source = sourceOf(dataset, request.organizationId, "join").table;
   // Per page row the table lacks, the live page query for that one row (a subquery CASE runs only for those).
   const patched = buildPageQuery(dataset, { ...request, limit: 1, onlyIds: "SELECT p.id" }, codec);
-  const live = (unless: string) => `(SELECT ${liveRecord} AS record FROM (${buildPageQuery(dataset, request, codec)}) live WHERE NOT (SELECT ${unless} FROM rendered))`;
-  const head = `${label}\nWITH rendered AS (${renderedStatusSql(request.organizationId, dataset, state)})`;
-  if (shape === "current") {
-    return `${head}
-(SELECT c.line || ',' || ${cursorOf("c")} AS record
-  FROM ${table} c
-  WHERE (SELECT current FROM rendered) AND ${positionConditions("c", request).join(" AND ")}
-  ORDER BY c.last_modified, c.id
-  LIMIT ${limit})
-UNION ALL
-${live("current")}`;
-  }
-  return `${head}
-(SELECT CASE WHEN p.rendered THEN p.line || ',' || ${cursorOf("p")} ELSE (SELECT ${liveRecord} FROM (${patched}) live) END AS record
+  return `${label}
+SELECT CASE WHEN p.rendered THEN p.line || ',' || ${cursorOf("p")} ELSE (SELECT ${liveRecord} FROM (${patched}) live) END AS record
   FROM (SELECT t.id, t.last_modified, c.id IS NOT NULL AS rendered, c.line, c.signed_cursor
           FROM (SELECT t.id, t.last_modified FROM ${source} t
-                 WHERE (SELECT patchable FROM rendered) AND ${positionConditions("t", request).join(" AND ")}
+                 WHERE ${positionConditions("t", request).join(" AND ")}
                  ORDER BY t.last_modified, t.id
                  LIMIT ${limit}) t
           LEFT JOIN (SELECT c.id, c.last_modified, c.line, c.signed_cursor FROM ${table} c
@@ -249,16 +228,51 @@ ${live("current")}`;
                       ORDER BY c.last_modified, c.id
                       LIMIT ${integerLiteral(2 * request.limit)}) c ON c.last_modified = t.last_modified AND c.id = t.id
          ORDER BY t.last_modified, t.id) p
-  ORDER BY p.last_modified, p.id)
-UNION ALL
-${live("patchable")}`;
+  ORDER BY p.last_modified, p.id`;
 }
 
-/** Which branches a rendered page's statement holds (buildRenderedPageQuery). */
-export type RenderedPageShape = "current" | "patched";
+/**
+ * How a page of a rendered dataset is read (renderedPageStatement): from its current table, from the
+ * table with the rows written since its render rendered live (patched), or live.
+ */
+export const RENDERED_PAGE_SOURCES = ["table", "patched", "live"] as const;
+export type RenderedPageSource = (typeof RENDERED_PAGE_SOURCES)[number];
 
-/** The shape for a page whose state, read before it, was `plan`. */
-export const renderedPageShape = (plan: Pick<RenderedPlan, "current">): RenderedPageShape => (plan.current ? "current" : "patched");
+/** Which rendered read a page's statement is (buildRenderedPageQuery). */
+export type RenderedPageShape = Exclude<RenderedPageSource, "live">;
+
+/** A page's statement and how it is COPYed ("csv": its columns are the fields; "text": one column, the record). */
+export interface PageStatement {
+  select: string;
+  format: "csv" | "text";
+}
+
+/**
+ * The SQL that opens a page's snapshot for renderedPageStatement: the state and the rows it decides
+ * how to read are read in one snapshot, so a render or a write committed in between cannot make the
+ * page serve a table behind its rows.
+ */
+export const PAGE_SNAPSHOT_BEGIN_SQL = "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY";
+
+/**
+ * A rendered dataset's page statement, decided on `db` inside the page's snapshot
+ * (PAGE_SNAPSHOT_BEGIN_SQL, opened by the caller, who runs the statement in it): from the table while
+ * the state is current, patched while it is patchable, else live. One branch a statement: planning
+ * the three together (each guarded by the state read in the statement) cost 5–6 ms a page.
+ */
+export async function renderedPageStatement(
+  db: Queryable,
+  dataset: PageDataset,
+  request: PageRequest,
+  codec: CursorCodec,
+): Promise<PageStatement & { source: RenderedPageSource }> {
+  const plan = await loadRenderedPlan(db, request.organizationId, dataset);
+  if (plan?.patchable && servesRendered(dataset, plan.state)) {
+    const shape: RenderedPageShape = plan.current ? "table" : "patched";
+    return { select: buildRenderedPageQuery(dataset, plan.state, request, codec, shape), format: RENDERED_PAGE_COPY_FORMAT, source: shape };
+  }
+  return { select: buildPageQuery(dataset, request, codec), format: "csv", source: "live" };
+}
 
 /**
  * The rendered rows of the organization's dataset, as a SELECT yielding (organization_id, id,

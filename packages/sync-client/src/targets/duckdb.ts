@@ -54,6 +54,8 @@ const CHECKPOINT_THRESHOLD = "4GB";
  * (BUFFER_SIZE) and a checkpoint's pinned blocks need room (docs/benchmarks-history.md).
  */
 const MEMORY_LIMIT = "1GB";
+/** Threads of a writing sync's DuckDB: one. With one per core its CSV reader and inserts competed with the syncing process and the export for the same cores (docs/sync-client.md, "Storage settings"). */
+const WRITER_THREADS = "1";
 /** A page is committed in parts of about this many bytes of records (writeRawPageInParts). */
 export const PAGE_PART_BYTES = 32 * 1024 * 1024;
 
@@ -104,7 +106,7 @@ export class DuckDBTarget implements Target {
     // memory is bounded (MEMORY_LIMIT) and checkpoints are rare (CHECKPOINT_THRESHOLD); a page is
     // held in memory until its commit (transaction-local data does not spill), so a page commits
     // in parts (writeRawPageInParts).
-    this.instance = await DuckDBInstance.create(this.file, writer || this.file === ":memory:" ? { checkpoint_threshold: CHECKPOINT_THRESHOLD, memory_limit: MEMORY_LIMIT } : { access_mode: "READ_ONLY" });
+    this.instance = await DuckDBInstance.create(this.file, writer || this.file === ":memory:" ? { checkpoint_threshold: CHECKPOINT_THRESHOLD, memory_limit: MEMORY_LIMIT, threads: WRITER_THREADS } : { access_mode: "READ_ONLY" });
     this.conn = await this.instance.connect();
     // Value text forms equal the export's own (UTC).
     await this.db.run("SET TimeZone = 'UTC'");

@@ -24,6 +24,10 @@ export class SqliteTarget implements Target {
 
   constructor(readonly file: string) {
     this.db = new Database(file);
+    // Pages of 16 KiB instead of 4 KiB for a new copy file (the size of an existing one stays): a
+    // dataset's row of 1–2 KB no longer spans pages, and a page's commit writes a quarter as many
+    // WAL frames; inserting 200 000 supplier rows took 0.8 s instead of 1.1 s (docs/sync-client.md).
+    this.db.pragma(`page_size = ${PAGE_SIZE}`);
     this.db.pragma("journal_mode = WAL");
     // WAL with synchronous=NORMAL survives a killed process (not a power loss) without losing commits.
     this.db.pragma("synchronous = NORMAL");
@@ -353,6 +357,9 @@ export class SqliteTarget implements Target {
       .run(state.key, state.table, JSON.stringify(state), new Date().toISOString());
   }
 }
+
+/** SQLite's page size for a copy file it creates (SqliteTarget's constructor). */
+const PAGE_SIZE = 16_384;
 
 /** Rows per INSERT statement of a page, fewer for wide tables (SQLite binds at most 32 766 variables). */
 const ROWS_PER_STATEMENT = 64;

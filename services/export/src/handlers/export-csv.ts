@@ -1,19 +1,17 @@
 import {
   buildPageQuery,
-  buildRenderedPageQuery,
   formIdOfDataset,
   isRenderedKind,
-  loadRenderedPlan,
-  renderedPageShape,
-  RENDERED_PAGE_COPY_FORMAT,
-  servesRendered,
+  renderedPageStatement,
   servesStoredCursors,
   siteNameLookup,
   type CursorPosition,
   type PageRequest,
+  type RenderedPageSource,
 } from "@exportsvc/datasets";
 import { create } from "@bufbuild/protobuf";
 import { ExportCsvResponseSchema, type ExportCsvRequest } from "@exportsvc/proto";
+import type { StatementInSnapshot } from "../copy-stream";
 import { resolveCursor } from "../cursor-check";
 import { checkParameters } from "../parameters";
 import { csvHeader, feedHandler, pageHorizonStarter, type ExportDependencies, type PagePlanner } from "../pages";
@@ -34,12 +32,6 @@ const csvPage =
       // Form datasets: whether the rows' stored cursors are served, decided once for the query and the metric.
       const storedCursors = dataset.tableName !== undefined ? servesStoredCursors(dataset, request.organizationId, deps.codec) : undefined;
       const siteNames = dataset.kind === "submission" ? siteNameLookup(deps.siteCounts?.get(request.organizationId), params.limit) : undefined;
-      // Resource datasets and deviations: their rendered table's state (docs/export.md, "Rendered datasets"), read from
-      // the same database as the page. Read through the table while it is current or patchable (only the rows written
-      // since its render rendered live); the page's statement decides again in its own snapshot.
-      const rendered = isRenderedKind(dataset) ? await loadRenderedPlan(source, request.organizationId, dataset) : undefined;
-      const fromTable = rendered?.patchable === true && servesRendered(dataset, rendered.state) ? rendered.state : undefined;
-      const renderedSource = !fromTable ? "live" : rendered?.current ? "table" : "patched";
       const page: PageRequest = {
         organizationId: request.organizationId,
         limit: params.limit,
@@ -50,16 +42,24 @@ const csvPage =
         visibleBeforeMicros,
         siteNames,
       };
+      const logFields: Record<string, unknown> = siteNames ? { siteNames } : {};
+      // Resource datasets and deviations: read from their rendered table while it is current, patched while it is
+      // patchable, else live, as their state says in the page's own snapshot (docs/export.md, "Rendered datasets").
+      let renderedSource: RenderedPageSource | undefined;
+      const rendered: StatementInSnapshot = async (db) => {
+        const statement = await renderedPageStatement(db, dataset, page, deps.codec);
+        renderedSource = logFields.rendered = statement.source;
+        return statement;
+      };
       return {
         source,
         header: csvHeader(dataset),
-        select: () => (fromTable ? buildRenderedPageQuery(dataset, fromTable, page, deps.codec, renderedPageShape(rendered!)) : buildPageQuery(dataset, page, deps.codec)),
-        format: fromTable ? RENDERED_PAGE_COPY_FORMAT : undefined,
-        logFields: { ...(siteNames ? { siteNames } : {}), ...(isRenderedKind(dataset) ? { rendered: renderedSource } : {}) },
+        statement: () => (isRenderedKind(dataset) ? rendered : { select: buildPageQuery(dataset, page, deps.codec), format: "csv" }),
+        logFields,
         streamed: (outcome) => {
           deps.metrics?.recordExport(dataset.kind, outcome.rows, outcome.bytes);
           if (storedCursors !== undefined) deps.metrics?.recordFormPage(storedCursors ? "stored" : "signed");
-          if (isRenderedKind(dataset)) deps.metrics?.recordRenderedPage(renderedSource);
+          if (renderedSource) deps.metrics?.recordRenderedPage(renderedSource);
         },
       };
     };

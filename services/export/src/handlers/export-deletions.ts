@@ -35,7 +35,7 @@ const deletionsPage =
       return {
         source,
         header: HEADER,
-        select: () => buildDeletionsQuery(dataset, { organizationId: request.organizationId, limit: params.limit, after, visibleBeforeMicros }, deps.codec),
+        statement: () => ({ select: buildDeletionsQuery(dataset, { organizationId: request.organizationId, limit: params.limit, after, visibleBeforeMicros }, deps.codec), format: "csv" }),
         logFields: { feed: "deletions" },
       };
     };

@@ -36,7 +36,7 @@ const rewritesPage =
     return {
       source,
       header: csvHeader(dataset),
-      select: () => buildRewritesQuery(dataset, { organizationId: request.organizationId, limit: params.limit, after, visibleBeforeMicros, ...(siteNames ? { siteNames } : {}) }, deps.codec),
+      statement: () => ({ select: buildRewritesQuery(dataset, { organizationId: request.organizationId, limit: params.limit, after, visibleBeforeMicros, ...(siteNames ? { siteNames } : {}) }, deps.codec), format: "csv" }),
       logFields: { feed: "rewrites" },
     };
   };

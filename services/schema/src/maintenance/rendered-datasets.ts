@@ -138,7 +138,7 @@ async function readInputs(tx: PoolClient, organizationId: string, entry: Registr
   return rows[0];
 }
 
-/** Nothing the rows show of other records changed since the table's render (the page's patchable test, packages/datasets renderedStatusSql). */
+/** Nothing the rows show of other records changed since the table's render (the page's patchable test, packages/datasets loadRenderedPlan). */
 async function rewritesUnchanged(tx: PoolClient, organizationId: string, entry: RegistryEntry, state: RenderedState): Promise<boolean> {
   const from = timestamptzLiteral(BigInt(state.rewritesFromMicros));
   const sql = renderInputsSql(organizationId, entry, from);
