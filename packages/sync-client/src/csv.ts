@@ -3,7 +3,7 @@
  * any length, embedded quotes and newlines. The dialect (docs/contract.md §5): an empty quoted field is
  * an empty string, an empty unquoted field is a null.
  */
-import { PassThrough, Transform, type Readable } from "node:stream";
+import { PassThrough, Transform, pipeline, type Readable } from "node:stream";
 import { StringDecoder } from "node:string_decoder";
 import { parse as parseSync } from "csv-parse/sync";
 import { StreamAbortedError } from "./api/errors";
@@ -276,6 +276,10 @@ export const PAGE_READ_AHEAD_BYTES = 8 * 1024 * 1024;
  * state. A record is held back only until its end is seen (its cursor may straddle two chunks), so
  * memory stays one record and one chunk. A last field that is empty or quoted fails the stream
  * (CursorFieldError).
+ *
+ * With `replacement` null the records pass as they are, counted (a reader that parses them itself
+ * learns the page's size and last cursor as soon as the body has ended: recordsCounted): a last
+ * field that is no cursor then only stops the counting (onEnd is not called), never the stream.
  */
 export class CursorFieldReplaced extends Transform {
   /** Records passed. */
@@ -284,10 +288,12 @@ export class CursorFieldReplaced extends Transform {
   /** The record in progress, from earlier chunks. */
   private pending: Buffer[] = [];
   private last: Buffer | null = null;
+  /** False once a record's last field was no cursor (pass-through only). */
+  private counting = true;
 
   /** `onEnd`: called once the body has ended cleanly, with the records counted and the last cursor. */
   constructor(
-    private readonly replacement: string,
+    private readonly replacement: string | null,
     private readonly onEnd?: (page: { rows: number; lastCursor: string | null }) => void,
   ) {
     super();
@@ -300,7 +306,7 @@ export class CursorFieldReplaced extends Transform {
 
   override _transform(chunk: Buffer, _encoding: BufferEncoding, done: (err?: Error | null) => void): void {
     const out: Buffer[] = [];
-    const value = Buffer.from(`${this.replacement}\n`);
+    const value = this.replacement === null ? NEWLINE : Buffer.from(`${this.replacement}\n`);
     // `start`: the part of the chunk not emitted yet; quote and newline positions are searched once each.
     let start = 0;
     let pos = 0;
@@ -321,11 +327,21 @@ export class CursorFieldReplaced extends Transform {
         continue;
       }
       if (newline < 0) break;
-      const cursor = this.cursorBefore(chunk, start, newline, out);
-      if (!cursor) return done(new CursorFieldError());
-      this.last = cursor;
+      const field = this.lastFieldBefore(chunk, start, newline, out);
+      const isCursor = field !== null && field.length > 0 && !field.includes(0x22) && !field.includes(0x0d);
+      if (this.replacement !== null) {
+        if (!isCursor) return done(new CursorFieldError());
+        out.push(value);
+      } else if (field === null) {
+        for (const piece of this.pending) out.push(piece);
+        out.push(chunk.subarray(start, newline + 1));
+        this.pending = [];
+      } else {
+        out.push(field, value);
+      }
+      if (isCursor) this.last = field;
+      else this.counting = false;
       this.rows++;
-      out.push(value);
       start = pos = newline + 1;
     }
     if (start < chunk.length) this.pending.push(start ? chunk.subarray(start) : chunk);
@@ -336,21 +352,22 @@ export class CursorFieldReplaced extends Transform {
   override _flush(done: (err?: Error | null) => void): void {
     // A record cut short (the caller's clean-end check names it).
     if (this.pending.length) return done(new Error("the body does not end with a record terminator"));
-    this.onEnd?.({ rows: this.rows, lastCursor: this.lastCursor });
+    if (this.counting) this.onEnd?.({ rows: this.rows, lastCursor: this.lastCursor });
     done();
   }
 
   /**
    * The record ending at `end` (a newline of `chunk`): pushes it up to and including the comma
-   * before its last field onto `out` and returns that field, or null when it is no cursor.
+   * before its last field onto `out` and returns that field; null, with nothing pushed, when the
+   * record has no comma.
    */
-  private cursorBefore(chunk: Buffer, start: number, end: number, out: Buffer[]): Buffer | null {
+  private lastFieldBefore(chunk: Buffer, start: number, end: number, out: Buffer[]): Buffer | null {
     const comma = chunk.lastIndexOf(0x2c, end);
-    let cursor: Buffer;
+    let field: Buffer;
     if (comma >= start) {
       for (const piece of this.pending) out.push(piece);
       out.push(chunk.subarray(start, comma + 1));
-      cursor = chunk.subarray(comma + 1, end);
+      field = chunk.subarray(comma + 1, end);
     } else {
       // The last comma lies in an earlier chunk of this record.
       let at = this.pending.length - 1;
@@ -360,12 +377,26 @@ export class CursorFieldReplaced extends Transform {
       at++;
       for (let i = 0; i < at; i++) out.push(this.pending[i]);
       out.push(this.pending[at].subarray(0, inPiece + 1));
-      cursor = Buffer.concat([this.pending[at].subarray(inPiece + 1), ...this.pending.slice(at + 1), chunk.subarray(start, end)]);
+      field = Buffer.concat([this.pending[at].subarray(inPiece + 1), ...this.pending.slice(at + 1), chunk.subarray(start, end)]);
     }
     this.pending = [];
-    if (cursor.length === 0 || cursor.includes(0x22) || cursor.includes(0x0d)) return null;
-    return cursor;
+    return field;
   }
+}
+
+const NEWLINE = Buffer.from("\n");
+
+/**
+ * A page's body read ahead of its reader by up to PAGE_READ_AHEAD_BYTES, its records counted on the
+ * way (CursorFieldReplaced passing them as they are): once the body has ended, `onEnd` gets the
+ * records (the header row included) and the last one's `_cursor` (when it is the last column), while
+ * the reader may still be working through the page. Failures reach the reader through the returned
+ * stream.
+ */
+export function recordsCounted(body: Readable, onEnd: (page: { rows: number; lastCursor: string | null }) => void): Readable {
+  const ahead = new PassThrough({ highWaterMark: PAGE_READ_AHEAD_BYTES });
+  pipeline(body, new CursorFieldReplaced(null, onEnd), ahead, () => undefined);
+  return ahead;
 }
 
 /** A record whose last field is not a cursor as the export writes it (unquoted, not empty). */

@@ -13,7 +13,7 @@ import { ExportApiClient, sleep, type PageResponse } from "./api/client";
 import { ApiError, StreamAbortedError, isApiError } from "./api/errors";
 import { backoffDelay } from "./api/retry";
 import { CURSOR_COLUMN, isGridDataset, type ListingEntry } from "./api/types";
-import { readCsvPage, splitCsvPage, type Cell } from "./csv";
+import { readCsvPage, recordsCounted, splitCsvPage, type Cell } from "./csv";
 import { notListedMessage } from "./dataset-keys";
 import { planForHeader } from "./page-plan";
 import { builtinExtensions } from "./feeds";
@@ -408,8 +408,27 @@ export class SyncEngine {
       try {
         res = await this.openPage(entry, ds.cursor);
         const raw = this.target.writeRawPage ? await splitCsvPage(res.body, res.request) : undefined;
-        const reader = raw ? undefined : await readCsvPage(res.body, res.request);
+        // A target that takes parsed rows: the body is read ahead of them and its records counted, so
+        // the next page is asked for as soon as the body has ended, not once its rows are written.
+        let counted: { rows: number; lastCursor: string | null } | undefined;
+        let parsedHeader: string[] | undefined;
+        const prefetchCounted = () => {
+          if (!counted || !parsedHeader || parsedHeader.indexOf(CURSOR_COLUMN) !== parsedHeader.length - 1) return;
+          // The header row is the first record counted.
+          if (counted.rows - 1 === this.limit && counted.lastCursor) this.prefetch(entry, counted.lastCursor);
+        };
+        const reader = raw
+          ? undefined
+          : await readCsvPage(
+              recordsCounted(res.body, (page) => {
+                counted = page;
+                prefetchCounted();
+              }),
+              res.request,
+            );
         const header = (raw ?? reader)!.header;
+        parsedHeader = header;
+        prefetchCounted();
         const bytes = () => (raw ?? reader)!.bytes();
         const cursorAt = header.indexOf(CURSOR_COLUMN);
         if (cursorAt < 0) {

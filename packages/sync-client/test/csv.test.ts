@@ -131,3 +131,38 @@ describe("replacing each record's cursor for an appended page", () => {
     await expect(replaced("a,c1\nb,c", [3])).rejects.toThrow("record terminator");
   });
 });
+
+describe("counting a page's records ahead of a reader that parses them (recordsCounted)", () => {
+  async function counted(text: string, chunkSize: number) {
+    const { Readable } = await import("node:stream");
+    const { recordsCounted } = await import("../src/csv");
+    const bytes = Buffer.from(text);
+    const chunks: Buffer[] = [];
+    for (let i = 0; i < bytes.length; i += chunkSize) chunks.push(bytes.subarray(i, i + chunkSize));
+    const ends: Array<{ rows: number; lastCursor: string | null }> = [];
+    const out: Buffer[] = [];
+    for await (const c of recordsCounted(Readable.from(chunks), (page) => ends.push(page))) out.push(c as Buffer);
+    return { text: Buffer.concat(out).toString(), ends };
+  }
+
+  const page = 'id,note,_cursor\na,"x, ""y""\nz",c1+/=\nb,,c2\nc,"",c3\n';
+
+  it("passes the body byte for byte and reports every record (the header row included) and the last cursor once it ends", async () => {
+    for (const size of [1, 2, 5, 13, page.length]) {
+      expect(await counted(page, size)).toEqual({ text: page, ends: [{ rows: 4, lastCursor: "c3" }] });
+    }
+  });
+
+  it("a last field that is no cursor stops the counting, not the body", async () => {
+    const quoted = 'id,_cursor\na,"c,1"\nb,c2\n';
+    expect(await counted(quoted, 3)).toEqual({ text: quoted, ends: [] });
+    const noComma = "id\na\nb\n";
+    expect(await counted(noComma, 2)).toEqual({ text: noComma, ends: [] });
+  });
+
+  it("a body cut short reaches the reader as an error and is never reported", async () => {
+    const ends: unknown[] = [];
+    await expect(counted("id,_cursor\na,c1\nb,c", 4).then((r) => ends.push(...r.ends))).rejects.toThrow("record terminator");
+    expect(ends).toEqual([]);
+  });
+});

@@ -1,0 +1,86 @@
+/**
+ * A target that takes parsed rows (SQLite) gets the next page asked for as soon as a full page's
+ * body has ended, while it is still writing that page's rows (the body read ahead and its records
+ * counted: docs/sync-client.md, "Appending"); a short page asks for nothing more.
+ */
+import { mkdtempSync, rmSync } from "node:fs";
+import { createServer, type Server } from "node:http";
+import type { AddressInfo } from "node:net";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import "../../../test/support/linked/better-sqlite3";
+import { ExportApiClient } from "../src/api/client";
+import { SyncEngine } from "../src/engine";
+import { SqliteTarget } from "../src/targets/sqlite";
+import type { PageWrite } from "../src/targets/target";
+
+const COLUMNS = [
+  { key: "id", dataType: "uuid" },
+  { key: "last_modified", dataType: "dateTime" },
+  { key: "name", dataType: "text" },
+  { key: "_cursor", dataType: "text" },
+];
+const id = (i: number) => `00000000-0000-4000-8000-${String(i).padStart(12, "0")}`;
+const row = (i: number) => `${id(i)},2024-01-01 00:00:0${i}+00,"name ${i}, quoted",c${i}\n`;
+const HEADER = "\uFEFFid,last_modified,name,_cursor\n";
+/** Pages of two rows: the first two full, the last short. */
+const PAGES: Record<string, string> = { "": HEADER + row(1) + row(2), c2: HEADER + row(3) + row(4), c4: HEADER + row(5) };
+
+describe("sync engine: a parsed page's next page asked for before its rows are written", () => {
+  let server: Server;
+  let requests: string[];
+  let dir: string;
+
+  beforeEach(async () => {
+    requests = [];
+    dir = mkdtempSync(join(tmpdir(), "sync-read-ahead-"));
+    server = createServer((req, res) => {
+      const url = new URL(req.url!, "http://x");
+      if (url.pathname === "/v1/datasets") {
+        return void res.writeHead(200, { "content-type": "application/json" }).end(JSON.stringify([{ key: "products", columns: COLUMNS, links: { csv: "/v1/datasets/products/csv" }, changeToken: "t1" }]));
+      }
+      const cursor = url.searchParams.get("cursor") ?? "";
+      requests.push(cursor);
+      res.writeHead(200, { "content-type": "text/csv" }).end(PAGES[cursor]);
+    });
+    await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
+  });
+  afterEach(async () => {
+    await new Promise((resolve) => server.close(resolve));
+    rmSync(dir, { recursive: true, force: true });
+  });
+
+  it("asks for page two while page one's rows are still being written, and after the short page for nothing", async () => {
+    /** Each page's rows are held at their end until the next page is asked for (or 2 s); what was asked by then is noted. */
+    const askedBeforeWritten: string[][] = [];
+    class Gated extends SqliteTarget {
+      override async writePage(write: PageWrite) {
+        const asked = () => [...requests];
+        async function* gated() {
+          let last: string | null = null;
+          for await (const r of write.rows) {
+            last = r[3];
+            yield r;
+          }
+          const before = requests.length;
+          for (let waited = 0; requests.length === before && waited < 2000 && last !== "c5"; waited += 20) await new Promise((r) => setTimeout(r, 20));
+          askedBeforeWritten.push(asked());
+        }
+        return super.writePage({ ...write, rows: gated() });
+      }
+    }
+    const target = new Gated(join(dir, "copy.db"));
+    await target.open({ writer: true });
+    const client = new ExportApiClient({ baseUrl: `http://127.0.0.1:${(server.address() as AddressInfo).port}`, apiKey: "ak_test", retry: { maxAttempts: 1 } });
+    try {
+      const summary = await new SyncEngine(client, target, { limit: 2 }).runOnce();
+      expect(summary).toMatchObject({ failed: [], rows: 5 });
+      expect(askedBeforeWritten).toEqual([["", "c2"], ["", "c2", "c4"], ["", "c2", "c4"]]);
+      expect(requests).toEqual(["", "c2", "c4"]);
+      expect(await target.countRows("products")).toBe(5);
+    } finally {
+      await client.close();
+      await target.close();
+    }
+  });
+});
