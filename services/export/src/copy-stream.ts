@@ -42,18 +42,14 @@ export interface CopyOptions {
 }
 
 /**
- * How a page's SELECT is COPYed. "csv": the SELECT's columns are the record's fields. "text": the
- * SELECT has one column, each row's CSV record already (a rendered dataset's page), COPYed as text
- * and unescaped.
- */
-export type CopyFormat = PageStatement["format"];
-
-/**
  * A page's statement decided on the page's own connection: it runs inside a repeatable-read,
  * read-only transaction (PAGE_SNAPSHOT_BEGIN_SQL) whose snapshot the COPY then reads, so what it
  * read to decide (a rendered dataset's state) and the rows are of one moment.
  */
 export type StatementInSnapshot = (db: PoolClient) => Promise<PageStatement>;
+
+/** What copyToSink COPYs: a statement known in advance, or one decided in the page's snapshot. */
+export type CopyStatement = PageStatement | StatementInSnapshot;
 
 /**
  * Runs `COPY (<select>) TO STDOUT (FORMAT csv)` (or FORMAT text, PageStatement.format) and forwards its bytes, prefixed by `prefix`, in
@@ -66,7 +62,7 @@ export type StatementInSnapshot = (db: PoolClient) => Promise<PageStatement>;
  * cancelled on the server and the connection is destroyed rather than returned half-read; the same
  * happens when the consumer stays full for `stallTimeoutMs` (it stopped reading).
  */
-export async function copyToSink(pool: Pool, statement: PageStatement | StatementInSnapshot, prefix: Buffer, sink: ChunkSink, options: CopyOptions): Promise<CopyOutcome> {
+export async function copyToSink(pool: Pool, statement: CopyStatement, prefix: Buffer, sink: ChunkSink, options: CopyOptions): Promise<CopyOutcome> {
   const { chunkBytes, stallTimeoutMs } = options;
   const client = await pool.connect();
   const inSnapshot = typeof statement === "function";

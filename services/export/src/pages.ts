@@ -8,12 +8,11 @@ import {
   UnsupportedDatasetError,
   type CursorCodec,
   type PageDataset,
-  type PageStatement,
   type RegistryEntry,
 } from "@exportsvc/datasets";
 import type { ExportCsvRequest } from "@exportsvc/proto";
 import { callTraceId, grpcSink, type grpc } from "@exportsvc/rpc";
-import { copyToSink, StreamFailedAfterFirstChunk, StreamStalled, type ChunkSink, type CopyOutcome, type StatementInSnapshot } from "./copy-stream";
+import { copyToSink, StreamFailedAfterFirstChunk, StreamStalled, type ChunkSink, type CopyOutcome, type CopyStatement } from "./copy-stream";
 import type { ExportMetrics } from "./metrics";
 import type { SiteCounts } from "./site-counts";
 import { startHorizon, visibilityHorizon, type FormIdHints, type HorizonOptions, type ReadReplicaPool } from "./visibility";
@@ -60,7 +59,7 @@ export interface PagePlan {
    * Builds the page's statement; what it throws means the dataset cannot be exported (notExportable).
    * A function of the page's connection decides it inside the page's snapshot (StatementInSnapshot).
    */
-  statement(): PageStatement | StatementInSnapshot;
+  statement(): CopyStatement;
   header: Buffer;
   /** What the page's log line adds (the feed, the site names' lookup). */
   logFields?: Record<string, unknown>;
@@ -89,7 +88,7 @@ export function feedHandler<Request extends PageRequest, Response>(deps: ExportD
       const planFor = planner(request);
       const dataset = await loadExportableDataset(deps, request, traceId);
       const plan = await planFor(dataset);
-      let statement: PageStatement | StatementInSnapshot;
+      let statement: CopyStatement;
       try {
         statement = plan.statement();
       } catch (err) {
@@ -143,7 +142,7 @@ async function acquireShare(deps: ExportDependencies, organizationId: string, si
 interface CsvStreamTarget {
   /** The pool the page is read from: the primary, or the read replica once it has caught up. */
   source: Pool;
-  statement: PageStatement | StatementInSnapshot;
+  statement: CopyStatement;
   header: Buffer;
   sink: ChunkSink;
   dataset: PageDataset;

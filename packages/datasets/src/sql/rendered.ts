@@ -241,9 +241,13 @@ export type RenderedPageSource = (typeof RENDERED_PAGE_SOURCES)[number];
 /** Which rendered read a page's statement is (buildRenderedPageQuery). */
 export type RenderedPageShape = Exclude<RenderedPageSource, "live">;
 
-/** A page's statement and how it is COPYed ("csv": its columns are the fields; "text": one column, the record). */
+/** A page's statement and how it is COPYed. */
 export interface PageStatement {
   select: string;
+  /**
+   * "csv": the SELECT's columns are the record's fields. "text": the SELECT has one column, each
+   * row's CSV record already (a rendered dataset's page), COPYed as text and unescaped.
+   */
   format: "csv" | "text";
 }
 
