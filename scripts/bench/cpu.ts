@@ -1,4 +1,6 @@
+import { availableParallelism } from "node:os";
 import { machineBusyMs, processCpuMs } from "../lib/proc-stat";
+import type { RunningStack } from "../lib/stack";
 
 /**
  * Where a measurement's CPU went, in core-seconds: the whole machine (/proc/stat), each named
@@ -52,4 +54,35 @@ export function cpuLine(account: CpuAccount, selfLabel = "bench"): string {
   const f = (n: number) => (Number.isFinite(n) ? n.toFixed(2) : "n/a");
   const parts = Object.entries(account.processes).map(([name, s]) => `${name} ${f(s)}`);
   return `cpu ${f(account.machine)} core-s over ${f(account.wallSeconds)} s: ${[...parts, `${selfLabel} ${f(account.self)}`, `rest (PostgreSQL) ${f(account.rest)}`].join(", ")}`;
+}
+
+/** The process ids of a running stack's services, by name, for cpuSnapshot. */
+export const stackPids = (stack: Pick<RunningStack, "processes">): Record<string, number | undefined> =>
+  Object.fromEntries(Object.entries(stack.processes).map(([name, child]) => [name, child.pid]));
+
+/** Runs `work` and says where the CPU went meanwhile (cpuSince). */
+export async function withCpu<T>(pids: Record<string, number | undefined>, work: () => Promise<T>): Promise<{ result: T; cpu: CpuAccount }> {
+  const before = cpuSnapshot(pids);
+  const result = await work();
+  return { result, cpu: cpuSince(before) };
+}
+
+/** The cores the machine gives the bench and every process it measures. */
+export const MACHINE_CORES = availableParallelism();
+
+/**
+ * The highest ratio over `referenceRowsPerSecond` that moving `rows` could reach at the CPU
+ * `account` says it cost: all of it spread over every core, none ever idle, which is as fast as
+ * CPU-bound work goes. A ratio well below it was lost to waiting (a latency, one busy thread); one
+ * near it can only grow by costing less CPU. A target above it cannot be met on this machine at
+ * this cost. NaN where /proc cannot be read.
+ */
+export function cpuCeiling(rows: number, account: CpuAccount, referenceRowsPerSecond: number): number {
+  return rows / (account.machine / MACHINE_CORES) / referenceRowsPerSecond;
+}
+
+/** " at its CPU cost at most 0.61x (1.31 core-s on 2 cores)", for a ratio's log line. */
+export function ceilingNote(ceiling: number, coreSeconds: number): string {
+  if (!Number.isFinite(ceiling)) return "";
+  return `; at its CPU cost at most ${ceiling.toFixed(2)}x (${coreSeconds.toFixed(2)} core-s on ${MACHINE_CORES} cores)`;
 }

@@ -42,6 +42,7 @@ import { openBenchDatabase } from "./database";
 import { benchField as f, benchScalarFields, envInt, log, median, msSince } from "./helpers";
 import { httpPageTimings, measureGrpc, measureHttp, measureRawCopy, payloadPosition, type Measurement } from "./measure";
 import { newBenchCursorKeys, startBenchStack } from "./stack";
+import { ceilingNote, cpuCeiling, stackPids, withCpu, type CpuAccount } from "./cpu";
 import { runAsScript } from "../lib/run-script";
 
 
@@ -283,7 +284,8 @@ export async function measureRawTable(pool: Pool, dataset: PageDataset, organiza
 }
 
 /** A scenario's medians, rows/s, by path. */
-export type ScenarioRates = Record<"raw" | "page" | "grpc" | "http", number>;
+/** Each path's rows/s (medians), and the most the HTTP path's ratio over the raw one could have been at its CPU cost (cpuCeiling). */
+export type ScenarioRates = Record<"raw" | "page" | "grpc" | "http" | "httpCeiling", number>;
 
 /** Puts the database in `scenario`'s state, measures the form's dataset in it, and ends the state however the measurement ends. */
 export async function measureInScenario(
@@ -318,7 +320,13 @@ export async function measureScenario(
   const dataset = (await loadRegistryEntry(pool, orgId, datasetKey))!;
   const raw = () => measureRawTable(pool, dataset, orgId, limit);
   const page = () => measureRawCopy("service page query, raw COPY", pool, dataset, orgId, codec, limit, payloadPosition);
-  const http = () => measureHttp(started.stack.baseUrl, started.apiKey, datasetKey, limit);
+  const pids = stackPids(started.stack);
+  const httpCpu: CpuAccount[] = [];
+  const http = async () => {
+    const { result, cpu } = await withCpu(pids, () => measureHttp(started.stack.baseUrl, started.apiKey, datasetKey, limit));
+    httpCpu.push(cpu);
+    return result;
+  };
   const grpc = () => measureGrpc(started.exportAddress, orgId, datasetKey, limit);
   const horizonMs = async () => {
     const xs: number[] = [];
@@ -335,6 +343,7 @@ export async function measureScenario(
   await raw();
   await grpc();
   await http();
+  httpCpu.length = 0;
   const results: Record<"raw" | "page" | "grpc" | "http", Measurement[]> = { raw: [], page: [], grpc: [], http: [] };
   const horizons: number[] = [];
   for (let i = 0; i < runs; i++) {
@@ -352,11 +361,13 @@ export async function measureScenario(
   log(`  raw keyset COPY over the table  ${Math.round(med("raw")).toLocaleString("en").padStart(9)} rows/s`);
   log(`  service page query, raw COPY    ${Math.round(med("page")).toLocaleString("en").padStart(9)} rows/s  ratio ${(med("page") / med("raw")).toFixed(2)}x (rounds ${perRound("page")})`);
   log(`  export service over gRPC        ${Math.round(med("grpc")).toLocaleString("en").padStart(9)} rows/s  ratio ${(med("grpc") / med("raw")).toFixed(2)}x (rounds ${perRound("grpc")})`);
-  log(`  full HTTP export                ${Math.round(med("http")).toLocaleString("en").padStart(9)} rows/s  ratio ${(med("http") / med("raw")).toFixed(2)}x (rounds ${perRound("http")})`);
+  const httpCeiling = median(results.http.map((m, i) => cpuCeiling(m.rows, httpCpu[i], rate(results.raw[i]))));
+  const ceiling = ceilingNote(httpCeiling, median(httpCpu.map((cpu) => cpu.machine)));
+  log(`  full HTTP export                ${Math.round(med("http")).toLocaleString("en").padStart(9)} rows/s  ratio ${(med("http") / med("raw")).toFixed(2)}x (rounds ${perRound("http")})${ceiling}`);
   log(`  pageHorizon per call (median)   ${median(horizons).toFixed(2)} ms`);
   const pages = await httpPageTimings(started.stack.baseUrl, started.apiKey, datasetKey, limit, 20);
   log(`  HTTP page (median of ${pages.n}): ${pages.firstByteMs.toFixed(1)} ms to the first byte, ${pages.totalMs.toFixed(1)} ms to the last\n`);
-  return { raw: med("raw"), page: med("page"), grpc: med("grpc"), http: med("http") };
+  return { raw: med("raw"), page: med("page"), grpc: med("grpc"), http: med("http"), httpCeiling };
 }
 
 runAsScript(module, main, "bench:form-pages");

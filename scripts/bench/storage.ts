@@ -25,7 +25,10 @@
  *     export of the same dataset interleaved with it (the submission and nested-grid figures are
  *     plain lines: the RATIO names are the issue's).
  *
- * Ends with one line per ratio, `RATIO <name> <value>` (rows/s over rows/s of the same run).
+ * Before them, one `CEILING <name> <value>` line per ratio: the most it could have been at the CPU
+ * its path cost in this run, every core busy throughout (cpuCeiling of ./cpu; "n/a" where /proc
+ * cannot be read). Ends with one line per ratio, `RATIO <name> <value>` (rows/s over rows/s of the
+ * same run).
  *
  * Environment (all optional):
  *   DATABASE_URL         server for the fresh database (dropped at the end unless BENCH_KEEP=1)
@@ -46,7 +49,8 @@ import { createBenchForm, measureInScenario, measureRawTable, SCENARIOS } from "
 import { envInt, log, median } from "./helpers";
 import { measureHttp, measureRawCopy, payloadPosition, type Measurement } from "./measure";
 import { awaitRendered, newBenchCursorKeys, startBenchStack } from "./stack";
-import { measureSyncBackfillRatios } from "./sync";
+import { measureSyncBackfillRatios, type BackfillRatio } from "./sync";
+import { ceilingNote, cpuCeiling, MACHINE_CORES, stackPids, withCpu, type CpuAccount } from "./cpu";
 import { startSupplierWrites, type WritesOutcome } from "./writes";
 import { runAsScript } from "../lib/run-script";
 
@@ -56,6 +60,8 @@ const FLAT_TABLE = "bench_storage_flat";
 export interface Ratio {
   name: string;
   value: number;
+  /** The most the ratio could have been at the CPU its path cost in this run (cpuCeiling; NaN: unknown). */
+  ceiling: number;
 }
 
 const rate = (m: Measurement) => m.rows / m.seconds;
@@ -85,10 +91,10 @@ async function createFlatTable(pool: Pool, suppliers: PageDataset, organizationI
 const SYNC_TARGETS = ["postgres", "sqlite", "duckdb"] as const;
 
 /** scripts/bench/sync.ts's SyncBackfillRatios (each target's backfill over a plain HTTP export) as RATIO lines. */
-export function syncRatioLines(ratios: Record<(typeof SYNC_TARGETS)[number], { resources: number; grid: number }>): Ratio[] {
+export function syncRatioLines(ratios: Record<(typeof SYNC_TARGETS)[number], { resources: BackfillRatio; grid: BackfillRatio }>): Ratio[] {
   return SYNC_TARGETS.flatMap((target) => [
-    { name: `sync_${target}_vs_http_resources`, value: ratios[target].resources },
-    { name: `sync_${target}_vs_http_grid`, value: ratios[target].grid },
+    { name: `sync_${target}_vs_http_resources`, value: ratios[target].resources.ratio, ceiling: ratios[target].resources.ceiling },
+    { name: `sync_${target}_vs_http_grid`, value: ratios[target].grid.ratio, ceiling: ratios[target].grid.ceiling },
   ]);
 }
 
@@ -127,13 +133,20 @@ async function main(): Promise<void> {
     const renderSeconds = await awaitRendered(pool, started.stack.baseUrl, started.apiKey, organizationId, [BENCH_DATASET, "deviations"]);
     log(`rendered tables of ${BENCH_DATASET} and deviations current after ${renderSeconds.toFixed(1)} s`);
 
-    // Part 1: the flat limit, resources and deviations, interleaved.
+    // Part 1: the flat limit, resources and deviations, interleaved. The HTTP paths' CPU is noted for their ceilings.
+    const pids = stackPids(started.stack);
+    const httpCpu: Record<string, CpuAccount[]> = { "resources HTTP": [], "deviations HTTP": [] };
+    const httpWithCpu = (name: string, key: string) => async () => {
+      const { result, cpu } = await withCpu(pids, () => measureHttp(started.stack.baseUrl, started.apiKey, key, limit));
+      httpCpu[name].push(cpu);
+      return result;
+    };
     const paths: Record<string, () => Promise<Measurement>> = {
       flat: () => measureRawTable(pool, flat, organizationId, limit),
       "resources query": () => measureRawCopy("resources page query, raw COPY", pool, suppliers, organizationId, codec, limit, payloadPosition),
-      "resources HTTP": () => measureHttp(started.stack.baseUrl, started.apiKey, BENCH_DATASET, limit),
+      "resources HTTP": httpWithCpu("resources HTTP", BENCH_DATASET),
       "deviations query": () => measureRawCopy("deviations page query, raw COPY", pool, deviations, organizationId, codec, limit, payloadPosition),
-      "deviations HTTP": () => measureHttp(started.stack.baseUrl, started.apiKey, "deviations", limit),
+      "deviations HTTP": httpWithCpu("deviations HTTP", "deviations"),
       // Last in its round: the table is rendered current again before the next round's paths.
       "resources HTTP, writes": async () => {
         const writes = await startSupplierWrites(pool, db.url, organizationId, BENCH_DATASET, writeRate, { baseUrl: started.stack.baseUrl, apiKey: started.apiKey });
@@ -148,13 +161,17 @@ async function main(): Promise<void> {
     };
     const writeOutcomes: WritesOutcome[] = [];
     for (const run of Object.values(paths)) await run(); // caches, hint bits, the services' JIT
+    for (const accounts of Object.values(httpCpu)) accounts.length = 0;
     const results: Record<string, Measurement[]> = Object.fromEntries(Object.keys(paths).map((k) => [k, []]));
     for (let i = 0; i < runs; i++) for (const [name, run] of Object.entries(paths)) results[name].push(await run());
     const med = (name: string) => median(results[name].map(rate));
     const rounds = (name: string) => results[name].map((m, i) => (rate(m) / rate(results.flat[i])).toFixed(2)).join(" / ");
+    // Per round against that round's flat limit, the median kept (as the ratios' rounds).
+    const ceilingOf = (name: string) => median(results[name].map((m, i) => cpuCeiling(m.rows, httpCpu[name][i], rate(results.flat[i]))));
     log(`\n[resources and deviations] ${rows.toLocaleString("en")} rows each, pages of ${limit}, ${runs} interleaved rounds (medians; ratio = rows/s over the flat table's)`);
     for (const name of Object.keys(paths)) {
-      const ratio = name === "flat" ? "" : `  ratio ${(med(name) / med("flat")).toFixed(2)}x (rounds ${rounds(name)})`;
+      const ceiling = name in httpCpu ? ceilingNote(ceilingOf(name), median(httpCpu[name].map((cpu) => cpu.machine))) : "";
+      const ratio = name === "flat" ? "" : `  ratio ${(med(name) / med("flat")).toFixed(2)}x (rounds ${rounds(name)})${ceiling}`;
       log(`  ${name.padEnd(18)} ${Math.round(med(name)).toLocaleString("en").padStart(9)} rows/s${ratio}`);
     }
     const w = writeOutcomes.slice(1); // the untimed pass's left out
@@ -168,20 +185,22 @@ async function main(): Promise<void> {
       const expected = name.startsWith("resources") ? rows : results["deviations query"][0].rows;
       for (const m of results[name]) if (m.rows !== expected) throw new Error(`${name}: ${m.rows} rows, expected ${expected}`);
     }
-    ratios.push({ name: "resources_http_vs_flat", value: med("resources HTTP") / med("flat") });
-    ratios.push({ name: "deviations_http_vs_flat", value: med("deviations HTTP") / med("flat") });
+    ratios.push({ name: "resources_http_vs_flat", value: med("resources HTTP") / med("flat"), ceiling: ceilingOf("resources HTTP") });
+    ratios.push({ name: "deviations_http_vs_flat", value: med("deviations HTTP") / med("flat"), ceiling: ceilingOf("deviations HTTP") });
 
     // Part 2: the form dataset against its own table, per scenario.
     log(`\n[forms] dataset ${form.datasetKey}, ${rows.toLocaleString("en")} submissions\n`);
     for (const scenario of SCENARIOS) {
       const rates = await measureInScenario(scenario, pool, db.url, form, started, codec, limit, runs);
-      ratios.push({ name: `forms_http_vs_table_${scenario}`, value: rates.http / rates.raw });
+      ratios.push({ name: `forms_http_vs_table_${scenario}`, value: rates.http / rates.raw, ceiling: rates.httpCeiling });
     }
   } finally {
     await stack?.stack.stop();
     await close();
   }
   ratios.push(...(await syncRatios(rows)));
+  log(`\nThe most each ratio could have been at the CPU its path cost in this run, every one of the ${MACHINE_CORES} cores busy throughout (a target above it needs less CPU, not less waiting):`);
+  for (const r of ratios) log(`CEILING ${r.name} ${Number.isFinite(r.ceiling) ? r.ceiling.toFixed(2) : "n/a"}`);
   log("");
   for (const r of ratios) log(`RATIO ${r.name} ${r.value.toFixed(2)}`);
 }
