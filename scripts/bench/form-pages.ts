@@ -283,8 +283,7 @@ export async function measureRawTable(pool: Pool, dataset: PageDataset, organiza
   return { name: "raw keyset COPY over the table", rows, bytes, pages, seconds: Number(process.hrtime.bigint() - started) / 1e9 };
 }
 
-/** A scenario's medians, rows/s, by path. */
-/** Each path's rows/s (medians), and the most the HTTP path's ratio over the raw one could have been at its CPU cost (cpuCeiling). */
+/** A scenario's medians, rows/s, by path, and the most the HTTP path's ratio over the raw one could have been at its CPU cost (cpuCeiling). */
 export type ScenarioRates = Record<"raw" | "page" | "grpc" | "http" | "httpCeiling", number>;
 
 /** Puts the database in `scenario`'s state, measures the form's dataset in it, and ends the state however the measurement ends. */

@@ -181,6 +181,9 @@ export interface BackfillRatio {
   ceiling: number;
 }
 
+/** Before any round: no ratio yet, its ceiling unknown. */
+const noRatio = (): BackfillRatio => ({ ratio: 0, ceiling: NaN });
+
 /** Per target, its backfill over a plain export of the same dataset, per dataset kind. */
 export type SyncBackfillRatios = Record<TargetKind, Record<DatasetKind, BackfillRatio>>;
 
@@ -229,8 +232,7 @@ async function withSource<T>(
  * drifts). `runs` rounds, the best ratio of each target kept, with the ceiling of its round.
  */
 async function backfillRatios(baseUrl: string, apiKey: string, dataset: string, runs: number, targets = ALL_TARGETS, pids: ServicePids = {}): Promise<Record<TargetKind, BackfillRatio>> {
-  const none = (): BackfillRatio => ({ ratio: 0, ceiling: NaN });
-  const best: Record<TargetKind, BackfillRatio> = { postgres: none(), sqlite: none(), duckdb: none() };
+  const best: Record<TargetKind, BackfillRatio> = { postgres: noRatio(), sqlite: noRatio(), duckdb: noRatio() };
   /** Each measurement's line, then where its CPU went (the machine's other work included). */
   const logged = <M extends Measurement>(m: M, cpu: CpuAccount): M => {
     log(line(m));
@@ -265,7 +267,7 @@ async function backfillRatios(baseUrl: string, apiKey: string, dataset: string, 
 
 /** Every dataset kind of `kinds` backfilled into each of `targets`, `runs` interleaved rounds per kind (best ratio kept); logs one line per target. */
 async function allKindRatios(baseUrl: string, apiKey: string, datasets: Record<DatasetKind, string>, runs: number, targets = ALL_TARGETS, kinds: readonly DatasetKind[] = KINDS, pids: ServicePids = {}): Promise<SyncBackfillRatios> {
-  const ratios = Object.fromEntries(ALL_TARGETS.map(({ kind }) => [kind, Object.fromEntries(KINDS.map((k) => [k, { ratio: 0, ceiling: NaN }]))])) as SyncBackfillRatios;
+  const ratios = Object.fromEntries(ALL_TARGETS.map(({ kind }) => [kind, Object.fromEntries(KINDS.map((k) => [k, noRatio()]))])) as SyncBackfillRatios;
   for (const kind of kinds) {
     const measured = await backfillRatios(baseUrl, apiKey, datasets[kind], runs, targets, pids);
     for (const { kind: target } of ALL_TARGETS) ratios[target][kind] = measured[target];
