@@ -13,7 +13,7 @@ import { ExportApiClient, sleep, type PageResponse } from "./api/client";
 import { ApiError, StreamAbortedError, isApiError } from "./api/errors";
 import { backoffDelay } from "./api/retry";
 import { CURSOR_COLUMN, isGridDataset, type ListingEntry } from "./api/types";
-import { readCsvPage, recordsCounted, splitCsvPage, type Cell } from "./csv";
+import { readCsvPage, recordsCounted, splitCsvPage } from "./csv";
 import { notListedMessage } from "./dataset-keys";
 import { planForHeader } from "./page-plan";
 import { builtinExtensions } from "./feeds";
@@ -469,22 +469,17 @@ export class SyncEngine {
           });
           count = written.rows;
         } else {
-          let lastCursor: string | null = null;
-          async function* rows(source: AsyncIterable<Cell[]>): AsyncGenerator<Cell[]> {
-            for await (const row of source) {
-              count++;
-              lastCursor = row[cursorAt];
-              yield row;
-            }
-          }
+          // The reader counts the rows it hands out: no wrapper between it and the target.
+          const rowsOf = reader!;
           await this.target.writePage({
             plan: applied,
             header,
-            rows: rows(reader!.rows),
+            rows: rowsOf.rows,
             generation: ds.generation,
             append: ds.appending,
-            stateAfter: () => (next = advance(count, lastCursor)),
+            stateAfter: () => (next = advance(rowsOf.rowsRead(), rowsOf.lastRow()?.[cursorAt] ?? null)),
           });
+          count = rowsOf.rowsRead();
         }
         const seconds = (Date.now() - started) / 1000;
         this.emit({ event: "page", dataset: entry.key, rows: count, totalRows: rowsSoFar + count, bytes: bytes(), rowsPerSecond: Math.round((rowsSoFar + count) / Math.max(seconds, 0.001)) });

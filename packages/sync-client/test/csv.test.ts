@@ -44,11 +44,36 @@ describe("reading a CSV page", () => {
     expect(rows[0][1]).toHaveLength(400_000 + 8);
   });
 
+  it("counts the rows it hands out and keeps the last, and stays ended once the body has", async () => {
+    const body = Readable.from([Buffer.from("\uFEFFid,_cursor\na,c1\nb,c2\n"), Buffer.from("c,c3\n")]);
+    const reader = await readCsvPage(body, "GET test");
+    expect([reader.rowsRead(), reader.lastRow()]).toEqual([0, null]);
+    const seen: Array<[number, Cell[] | null]> = [];
+    for await (const row of reader.rows) seen.push([reader.rowsRead(), row]);
+    expect(seen).toEqual([
+      [1, ["a", "c1"]],
+      [2, ["b", "c2"]],
+      [3, ["c", "c3"]],
+    ]);
+    expect([reader.rowsRead(), reader.lastRow()]).toEqual([3, ["c", "c3"]]);
+    const rows = reader.rows[Symbol.asyncIterator]();
+    await expect(rows.next()).resolves.toEqual({ value: undefined, done: true });
+    await expect(rows.next()).resolves.toEqual({ value: undefined, done: true });
+  });
+
   it("a body that aborts, stops inside a quoted field or without a final LF is a StreamAbortedError", async () => {
     await expect(read(["\uFEFFid,_cursor\n", "a,c1\n"], { failAfter: true })).rejects.toBeInstanceOf(StreamAbortedError);
     await expect(read(["\uFEFFid,note,_cursor\n", 'a,"unterminated'])).rejects.toBeInstanceOf(StreamAbortedError);
     await expect(read(["\uFEFFid,_cursor\n", "a,c1"])).rejects.toBeInstanceOf(StreamAbortedError);
     await expect(read([])).rejects.toBeInstanceOf(StreamAbortedError);
+    // After the failure the rows stay ended: a reader that goes on gets no more, and no second error.
+    const body = new Readable({ read() {} });
+    const page = readCsvPage(body, "GET test");
+    body.push(Buffer.from("\uFEFFid,_cursor\na,c1"));
+    body.push(null);
+    const rows = (await page).rows[Symbol.asyncIterator]();
+    await expect(rows.next()).rejects.toBeInstanceOf(StreamAbortedError);
+    await expect(rows.next()).resolves.toEqual({ value: undefined, done: true });
   });
 });
 
