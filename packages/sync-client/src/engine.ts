@@ -89,7 +89,7 @@ export class SyncEngine {
    * until it is read, so memory stays one page). Used only by a read from that very cursor;
    * otherwise (a failed page, a stop) discarded.
    */
-  private prefetched = new Map<string, { cursor: string; response: Promise<PageResponse> }>();
+  private prefetched = new Map<string, { cursor: string | null; response: Promise<PageResponse> }>();
 
   constructor(
     private readonly client: ExportApiClient,
@@ -246,6 +246,9 @@ export class SyncEngine {
     this.emit({ event: "dataset-start", dataset: entry.key, mode, reason: ds.phase === "full" ? ds.fullReason ?? undefined : undefined });
 
     const plan = planTable(entry);
+    // The first page is asked for while the copy's table is made ready: it needs nothing of it, and
+    // a dataset's pass no longer waits for the two one after the other (syncAll discards it if unused).
+    this.prefetch(entry, ds.cursor);
     let rows = 0;
     let pages = 0;
     let restartedForCursor = false;
@@ -511,7 +514,7 @@ export class SyncEngine {
     return this.client.openPage(entry, { cursor, limit: this.limit });
   }
 
-  private prefetch(entry: ListingEntry, cursor: string) {
+  private prefetch(entry: ListingEntry, cursor: string | null) {
     // Asked for already (as soon as the page's records were seen: RawPageWrite.recordsSeen).
     if (this.prefetched.get(entry.key)?.cursor === cursor) return;
     this.discardPrefetch(entry.key);

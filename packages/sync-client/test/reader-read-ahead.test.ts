@@ -1,7 +1,8 @@
 /**
  * A target that takes parsed rows (SQLite) gets the next page asked for as soon as a full page's
  * body has ended, while it is still writing that page's rows (the body read ahead and its records
- * counted: docs/sync-client.md, "Appending"); a short page asks for nothing more.
+ * counted: docs/sync-client.md, "Appending"); a short page asks for nothing more. A dataset's
+ * first page is asked for while its table is made ready.
  */
 import { mkdtempSync, rmSync } from "node:fs";
 import { createServer, type Server } from "node:http";
@@ -78,6 +79,31 @@ describe("sync engine: a parsed page's next page asked for before its rows are w
       expect(askedBeforeWritten).toEqual([["", "c2"], ["", "c2", "c4"], ["", "c2", "c4"]]);
       expect(requests).toEqual(["", "c2", "c4"]);
       expect(await target.countRows("products")).toBe(5);
+    } finally {
+      await client.close();
+      await target.close();
+    }
+  });
+
+  it("asks for a dataset's first page while its table is made ready, and uses that answer", async () => {
+    /** The table is held until the first page is asked for (or 2 s); whether it was by then is noted. */
+    let askedBeforeTable: string[] | undefined;
+    class Gated extends SqliteTarget {
+      override async ensureTable(...args: Parameters<SqliteTarget["ensureTable"]>) {
+        for (let waited = 0; requests.length === 0 && waited < 2000; waited += 20) await new Promise((r) => setTimeout(r, 20));
+        askedBeforeTable = [...requests];
+        return super.ensureTable(...args);
+      }
+    }
+    const target = new Gated(join(dir, "copy.db"));
+    await target.open({ writer: true });
+    const client = new ExportApiClient({ baseUrl: `http://127.0.0.1:${(server.address() as AddressInfo).port}`, apiKey: "ak_test", retry: { maxAttempts: 1 } });
+    try {
+      const summary = await new SyncEngine(client, target, { limit: 2 }).runOnce();
+      expect(summary).toMatchObject({ failed: [], rows: 5 });
+      expect(askedBeforeTable).toEqual([""]);
+      // The first page was asked for once: the read used the early answer.
+      expect(requests).toEqual(["", "c2", "c4"]);
     } finally {
       await client.close();
       await target.close();
