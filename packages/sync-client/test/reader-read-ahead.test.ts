@@ -51,6 +51,21 @@ describe("sync engine: a parsed page's next page asked for before its rows are w
     rmSync(dir, { recursive: true, force: true });
   });
 
+  /** One pass (pages of two rows) from the test's server into `target`, which must sync all five rows; the target stays open. */
+  async function syncedInto<T extends SqliteTarget>(target: T): Promise<T> {
+    await target.open({ writer: true });
+    const client = new ExportApiClient({ baseUrl: `http://127.0.0.1:${(server.address() as AddressInfo).port}`, apiKey: "ak_test", retry: { maxAttempts: 1 } });
+    try {
+      expect(await new SyncEngine(client, target, { limit: 2 }).runOnce()).toMatchObject({ failed: [], rows: 5 });
+      return target;
+    } catch (err) {
+      await target.close();
+      throw err;
+    } finally {
+      await client.close();
+    }
+  }
+
   it("asks for page two while page one's rows are still being written, and after the short page for nothing", async () => {
     /** Each page's rows are held at their end until the next page is asked for (or 2 s); what was asked by then is noted. */
     const askedBeforeWritten: string[][] = [];
@@ -70,19 +85,11 @@ describe("sync engine: a parsed page's next page asked for before its rows are w
         return super.writePage({ ...write, rows: gated() });
       }
     }
-    const target = new Gated(join(dir, "copy.db"));
-    await target.open({ writer: true });
-    const client = new ExportApiClient({ baseUrl: `http://127.0.0.1:${(server.address() as AddressInfo).port}`, apiKey: "ak_test", retry: { maxAttempts: 1 } });
-    try {
-      const summary = await new SyncEngine(client, target, { limit: 2 }).runOnce();
-      expect(summary).toMatchObject({ failed: [], rows: 5 });
-      expect(askedBeforeWritten).toEqual([["", "c2"], ["", "c2", "c4"], ["", "c2", "c4"]]);
-      expect(requests).toEqual(["", "c2", "c4"]);
-      expect(await target.countRows("products")).toBe(5);
-    } finally {
-      await client.close();
-      await target.close();
-    }
+    const target = await syncedInto(new Gated(join(dir, "copy.db")));
+    expect(askedBeforeWritten).toEqual([["", "c2"], ["", "c2", "c4"], ["", "c2", "c4"]]);
+    expect(requests).toEqual(["", "c2", "c4"]);
+    expect(await target.countRows("products")).toBe(5);
+    await target.close();
   });
 
   it("asks for a dataset's first page while its table is made ready, and uses that answer", async () => {
@@ -95,18 +102,9 @@ describe("sync engine: a parsed page's next page asked for before its rows are w
         return super.ensureTable(...args);
       }
     }
-    const target = new Gated(join(dir, "copy.db"));
-    await target.open({ writer: true });
-    const client = new ExportApiClient({ baseUrl: `http://127.0.0.1:${(server.address() as AddressInfo).port}`, apiKey: "ak_test", retry: { maxAttempts: 1 } });
-    try {
-      const summary = await new SyncEngine(client, target, { limit: 2 }).runOnce();
-      expect(summary).toMatchObject({ failed: [], rows: 5 });
-      expect(askedBeforeTable).toEqual([""]);
-      // The first page was asked for once: the read used the early answer.
-      expect(requests).toEqual(["", "c2", "c4"]);
-    } finally {
-      await client.close();
-      await target.close();
-    }
+    await (await syncedInto(new Gated(join(dir, "copy.db")))).close();
+    expect(askedBeforeTable).toEqual([""]);
+    // The first page was asked for once: the read used the early answer.
+    expect(requests).toEqual(["", "c2", "c4"]);
   });
 });
