@@ -1,6 +1,7 @@
 import { availableParallelism } from "node:os";
 import { machineBusyMs, processCpuMs } from "../lib/proc-stat";
 import type { RunningStack } from "../lib/stack";
+import { median } from "./helpers";
 
 /**
  * Where a measurement's CPU went, in core-seconds: the whole machine (/proc/stat), each named
@@ -8,10 +9,13 @@ import type { RunningStack } from "../lib/stack";
  * nothing else, the PostgreSQL backends (they come and go with the connections, so they are counted
  * as the machine's remainder, not one by one). Linux only; elsewhere every figure is NaN.
  */
+/** Named processes' ids (a stack's services: stackPids), whose CPU a snapshot reads one by one. */
+export type ProcessIds = Record<string, number | undefined>;
+
 export interface CpuSnapshot {
   at: bigint;
   /** The processes named, read again by cpuSince. */
-  pids: Record<string, number | undefined>;
+  pids: ProcessIds;
   machine: number;
   processes: Record<string, number>;
   self: number;
@@ -29,7 +33,7 @@ export interface CpuAccount {
 
 const seconds = (ms: number | undefined) => (ms === undefined ? NaN : ms / 1000);
 
-export function cpuSnapshot(pids: Record<string, number | undefined>): CpuSnapshot {
+export function cpuSnapshot(pids: ProcessIds): CpuSnapshot {
   const usage = process.cpuUsage();
   return {
     at: process.hrtime.bigint(),
@@ -57,14 +61,29 @@ export function cpuLine(account: CpuAccount, selfLabel = "bench"): string {
 }
 
 /** The process ids of a running stack's services, by name, for cpuSnapshot. */
-export const stackPids = (stack: Pick<RunningStack, "processes">): Record<string, number | undefined> =>
+export const stackPids = (stack: Pick<RunningStack, "processes">): ProcessIds =>
   Object.fromEntries(Object.entries(stack.processes).map(([name, child]) => [name, child.pid]));
 
-/** Runs `work` and says where the CPU went meanwhile (cpuSince). */
-export async function withCpu<T>(pids: Record<string, number | undefined>, work: () => Promise<T>): Promise<{ result: T; cpu: CpuAccount }> {
-  const before = cpuSnapshot(pids);
-  const result = await work();
-  return { result, cpu: cpuSince(before) };
+/**
+ * `measure`, noting the CPU each run of it cost, for its ratio's ceiling: `run` measures,
+ * `forget` drops what untimed runs noted, `ceiling` is the median over the timed runs of each one's
+ * ceiling against its own round's reference rows/s, with the note for its log line.
+ */
+export function cpuNoted<M extends { rows: number }>(pids: ProcessIds, measure: () => Promise<M>) {
+  const accounts: CpuAccount[] = [];
+  return {
+    run: async (): Promise<M> => {
+      const before = cpuSnapshot(pids);
+      const measured = await measure();
+      accounts.push(cpuSince(before));
+      return measured;
+    },
+    forget: () => void (accounts.length = 0),
+    ceiling: (runs: readonly M[], referenceRowsPerSecond: readonly number[]): { ceiling: number; note: string } => {
+      const ceiling = median(runs.map((m, i) => cpuCeiling(m.rows, accounts[i], referenceRowsPerSecond[i])));
+      return { ceiling, note: ceilingNote(ceiling, median(accounts.map((cpu) => cpu.machine))) };
+    },
+  };
 }
 
 /** The cores the machine gives the bench and every process it measures. */

@@ -42,7 +42,7 @@ import { openBenchDatabase } from "./database";
 import { benchField as f, benchScalarFields, envInt, log, median, msSince } from "./helpers";
 import { httpPageTimings, measureGrpc, measureHttp, measureRawCopy, payloadPosition, type Measurement } from "./measure";
 import { newBenchCursorKeys, startBenchStack } from "./stack";
-import { ceilingNote, cpuCeiling, stackPids, withCpu, type CpuAccount } from "./cpu";
+import { cpuNoted, stackPids } from "./cpu";
 import { runAsScript } from "../lib/run-script";
 
 
@@ -319,13 +319,8 @@ export async function measureScenario(
   const dataset = (await loadRegistryEntry(pool, orgId, datasetKey))!;
   const raw = () => measureRawTable(pool, dataset, orgId, limit);
   const page = () => measureRawCopy("service page query, raw COPY", pool, dataset, orgId, codec, limit, payloadPosition);
-  const pids = stackPids(started.stack);
-  const httpCpu: CpuAccount[] = [];
-  const http = async () => {
-    const { result, cpu } = await withCpu(pids, () => measureHttp(started.stack.baseUrl, started.apiKey, datasetKey, limit));
-    httpCpu.push(cpu);
-    return result;
-  };
+  const httpCpu = cpuNoted(stackPids(started.stack), () => measureHttp(started.stack.baseUrl, started.apiKey, datasetKey, limit));
+  const http = httpCpu.run;
   const grpc = () => measureGrpc(started.exportAddress, orgId, datasetKey, limit);
   const horizonMs = async () => {
     const xs: number[] = [];
@@ -342,7 +337,7 @@ export async function measureScenario(
   await raw();
   await grpc();
   await http();
-  httpCpu.length = 0;
+  httpCpu.forget();
   const results: Record<"raw" | "page" | "grpc" | "http", Measurement[]> = { raw: [], page: [], grpc: [], http: [] };
   const horizons: number[] = [];
   for (let i = 0; i < runs; i++) {
@@ -360,8 +355,7 @@ export async function measureScenario(
   log(`  raw keyset COPY over the table  ${Math.round(med("raw")).toLocaleString("en").padStart(9)} rows/s`);
   log(`  service page query, raw COPY    ${Math.round(med("page")).toLocaleString("en").padStart(9)} rows/s  ratio ${(med("page") / med("raw")).toFixed(2)}x (rounds ${perRound("page")})`);
   log(`  export service over gRPC        ${Math.round(med("grpc")).toLocaleString("en").padStart(9)} rows/s  ratio ${(med("grpc") / med("raw")).toFixed(2)}x (rounds ${perRound("grpc")})`);
-  const httpCeiling = median(results.http.map((m, i) => cpuCeiling(m.rows, httpCpu[i], rate(results.raw[i]))));
-  const ceiling = ceilingNote(httpCeiling, median(httpCpu.map((cpu) => cpu.machine)));
+  const { ceiling: httpCeiling, note: ceiling } = httpCpu.ceiling(results.http, results.raw.map(rate));
   log(`  full HTTP export                ${Math.round(med("http")).toLocaleString("en").padStart(9)} rows/s  ratio ${(med("http") / med("raw")).toFixed(2)}x (rounds ${perRound("http")})${ceiling}`);
   log(`  pageHorizon per call (median)   ${median(horizons).toFixed(2)} ms`);
   const pages = await httpPageTimings(started.stack.baseUrl, started.apiKey, datasetKey, limit, 20);

@@ -50,7 +50,7 @@ import { envInt, log, median } from "./helpers";
 import { measureHttp, measureRawCopy, payloadPosition, type Measurement } from "./measure";
 import { awaitRendered, newBenchCursorKeys, startBenchStack } from "./stack";
 import { measureSyncBackfillRatios, type BackfillRatio } from "./sync";
-import { ceilingNote, cpuCeiling, MACHINE_CORES, stackPids, withCpu, type CpuAccount } from "./cpu";
+import { cpuNoted, MACHINE_CORES, stackPids } from "./cpu";
 import { startSupplierWrites, type WritesOutcome } from "./writes";
 import { runAsScript } from "../lib/run-script";
 
@@ -135,18 +135,16 @@ async function main(): Promise<void> {
 
     // Part 1: the flat limit, resources and deviations, interleaved. The HTTP paths' CPU is noted for their ceilings.
     const pids = stackPids(started.stack);
-    const httpCpu: Record<string, CpuAccount[]> = { "resources HTTP": [], "deviations HTTP": [] };
-    const httpWithCpu = (name: string, key: string) => async () => {
-      const { result, cpu } = await withCpu(pids, () => measureHttp(started.stack.baseUrl, started.apiKey, key, limit));
-      httpCpu[name].push(cpu);
-      return result;
+    const httpCpu = {
+      "resources HTTP": cpuNoted(pids, () => measureHttp(started.stack.baseUrl, started.apiKey, BENCH_DATASET, limit)),
+      "deviations HTTP": cpuNoted(pids, () => measureHttp(started.stack.baseUrl, started.apiKey, "deviations", limit)),
     };
     const paths: Record<string, () => Promise<Measurement>> = {
       flat: () => measureRawTable(pool, flat, organizationId, limit),
       "resources query": () => measureRawCopy("resources page query, raw COPY", pool, suppliers, organizationId, codec, limit, payloadPosition),
-      "resources HTTP": httpWithCpu("resources HTTP", BENCH_DATASET),
+      "resources HTTP": httpCpu["resources HTTP"].run,
       "deviations query": () => measureRawCopy("deviations page query, raw COPY", pool, deviations, organizationId, codec, limit, payloadPosition),
-      "deviations HTTP": httpWithCpu("deviations HTTP", "deviations"),
+      "deviations HTTP": httpCpu["deviations HTTP"].run,
       // Last in its round: the table is rendered current again before the next round's paths.
       "resources HTTP, writes": async () => {
         const writes = await startSupplierWrites(pool, db.url, organizationId, BENCH_DATASET, writeRate, { baseUrl: started.stack.baseUrl, apiKey: started.apiKey });
@@ -161,16 +159,16 @@ async function main(): Promise<void> {
     };
     const writeOutcomes: WritesOutcome[] = [];
     for (const run of Object.values(paths)) await run(); // caches, hint bits, the services' JIT
-    for (const accounts of Object.values(httpCpu)) accounts.length = 0;
+    for (const noted of Object.values(httpCpu)) noted.forget();
     const results: Record<string, Measurement[]> = Object.fromEntries(Object.keys(paths).map((k) => [k, []]));
     for (let i = 0; i < runs; i++) for (const [name, run] of Object.entries(paths)) results[name].push(await run());
     const med = (name: string) => median(results[name].map(rate));
     const rounds = (name: string) => results[name].map((m, i) => (rate(m) / rate(results.flat[i])).toFixed(2)).join(" / ");
     // Per round against that round's flat limit, the median kept (as the ratios' rounds).
-    const ceilingOf = (name: string) => median(results[name].map((m, i) => cpuCeiling(m.rows, httpCpu[name][i], rate(results.flat[i]))));
+    const ceilingOf = (name: keyof typeof httpCpu) => httpCpu[name].ceiling(results[name], results.flat.map(rate));
     log(`\n[resources and deviations] ${rows.toLocaleString("en")} rows each, pages of ${limit}, ${runs} interleaved rounds (medians; ratio = rows/s over the flat table's)`);
     for (const name of Object.keys(paths)) {
-      const ceiling = name in httpCpu ? ceilingNote(ceilingOf(name), median(httpCpu[name].map((cpu) => cpu.machine))) : "";
+      const ceiling = name in httpCpu ? ceilingOf(name as keyof typeof httpCpu).note : "";
       const ratio = name === "flat" ? "" : `  ratio ${(med(name) / med("flat")).toFixed(2)}x (rounds ${rounds(name)})${ceiling}`;
       log(`  ${name.padEnd(18)} ${Math.round(med(name)).toLocaleString("en").padStart(9)} rows/s${ratio}`);
     }
@@ -185,8 +183,8 @@ async function main(): Promise<void> {
       const expected = name.startsWith("resources") ? rows : results["deviations query"][0].rows;
       for (const m of results[name]) if (m.rows !== expected) throw new Error(`${name}: ${m.rows} rows, expected ${expected}`);
     }
-    ratios.push({ name: "resources_http_vs_flat", value: med("resources HTTP") / med("flat"), ceiling: ceilingOf("resources HTTP") });
-    ratios.push({ name: "deviations_http_vs_flat", value: med("deviations HTTP") / med("flat"), ceiling: ceilingOf("deviations HTTP") });
+    ratios.push({ name: "resources_http_vs_flat", value: med("resources HTTP") / med("flat"), ceiling: ceilingOf("resources HTTP").ceiling });
+    ratios.push({ name: "deviations_http_vs_flat", value: med("deviations HTTP") / med("flat"), ceiling: ceilingOf("deviations HTTP").ceiling });
 
     // Part 2: the form dataset against its own table, per scenario.
     log(`\n[forms] dataset ${form.datasetKey}, ${rows.toLocaleString("en")} submissions\n`);

@@ -40,7 +40,7 @@ import { buildDataset } from "@exportsvc/form-datasets";
 import { ExportApiClient, SyncEngine, openTarget } from "../../packages/sync-client/src";
 import { provisionDatabase } from "./database";
 import { generateSuppliers } from "./dataset";
-import { ceilingNote, cpuCeiling, cpuLine, cpuSince, cpuSnapshot, stackPids, type CpuAccount } from "./cpu";
+import { ceilingNote, cpuCeiling, cpuLine, cpuSince, cpuSnapshot, stackPids, type CpuAccount, type ProcessIds } from "./cpu";
 import { envInt as num, log, secondsSince } from "./helpers";
 import { measureHttp, type Measurement } from "./measure";
 import { awaitRendered, newBenchCursorKeys, startBenchStack } from "./stack";
@@ -188,7 +188,7 @@ const noRatio = (): BackfillRatio => ({ ratio: 0, ceiling: NaN });
 export type SyncBackfillRatios = Record<TargetKind, Record<DatasetKind, BackfillRatio>>;
 
 /** The services' process ids, for the CPU each measurement costs them (./cpu). */
-type ServicePids = Record<string, number | undefined>;
+type ServicePids = ProcessIds;
 
 /** The bench's source: suppliers and a form with a nested grid, built, behind a running stack. */
 async function withSource<T>(
