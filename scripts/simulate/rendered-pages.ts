@@ -1,9 +1,13 @@
 import { metricsText } from "../soak/resources";
 
-/** Pages of resource datasets and deviations by how the export read them (its export_rendered_dataset_pages_total). */
+/**
+ * Pages of resource datasets and deviations by how the export read them (its
+ * export_rendered_dataset_pages_total by source), and `replanned`: those planned again because the
+ * rendered state moved between their plan and their statement (export_rendered_dataset_page_replans_total).
+ */
 export type RenderedPageCounts = Record<string, number>;
 
-const SAMPLE = /^export_rendered_dataset_pages_total\{source="([a-z]+)"\} ([0-9.e+]+)$/gm;
+const SAMPLE = /^export_rendered_dataset_page(?:s_total\{source="([a-z]+)"\}|(_replans)_total) ([0-9.e+]+)$/gm;
 
 /**
  * Follows the export service's page counter by source across the run's faults: each sample adds what
@@ -25,7 +29,8 @@ export class RenderedPagesFollower {
     } catch {
       return; // the export service is down (a fault): the next sample catches up
     }
-    for (const [, source, raw] of text.matchAll(SAMPLE)) {
+    for (const [, pageSource, replans, raw] of text.matchAll(SAMPLE)) {
+      const source = replans ? "replanned" : pageSource;
       const value = Number(raw);
       const previous = this.last[source] ?? 0;
       this.totals[source] = (this.totals[source] ?? 0) + (value >= previous ? value - previous : value);

@@ -107,7 +107,8 @@ describe("churn and faults: the sync client's copy converges (60 s, seed 13)", (
     expect(report.counters.pages ?? 0).toBeGreaterThan(0);
     expect(report.counters.tombstoned ?? 0).toBeGreaterThan(0);
     // Pages came from rendered tables, from tables patched with the rows written since, and live.
-    expect(report.renderedPages).toEqual({ table: expect.any(Number), patched: expect.any(Number), live: expect.any(Number) });
+    // And some were planned again (a write or a render between a page's plan and its statement); not required.
+    expect(report.renderedPages).toEqual({ table: expect.any(Number), patched: expect.any(Number), live: expect.any(Number), replanned: expect.any(Number) });
     for (const source of ["table", "patched", "live"]) expect(report.renderedPages[source]).toBeGreaterThan(0);
   });
 

@@ -101,6 +101,10 @@ export const FIXED_DATASETS: FixedDatasetDefinition[] = [
 
 export const FIXED_DATASETS_BY_KEY: ReadonlyMap<string, FixedDatasetDefinition> = new Map(FIXED_DATASETS.map((d) => [d.key, d]));
 
+/** A fixed dataset's registry kind and source (`dataset_registry.kind`, `source_ref`): a resource's kind of record, or deviations. */
+export const fixedDatasetSource = (d: FixedDatasetDefinition): { kind: "resource" | "deviations"; sourceRef: string } =>
+  d.family === "resource" ? { kind: "resource", sourceRef: d.resourceKind! } : { kind: "deviations", sourceRef: d.key };
+
 /** Column type of a custom attribute (docs/contract.md §8, "Custom attribute type" table). */
 export function attributeDataType(type: AttributeType | string): DataType {
   switch (type) {

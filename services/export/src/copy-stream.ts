@@ -1,6 +1,6 @@
 import type { Pool, PoolClient } from "pg";
 import { commandCompleted, CopyTextUnescaper } from "@exportsvc/db";
-import { PAGE_SESSION_SETTINGS_SQL, PAGE_SNAPSHOT_BEGIN_SQL, type PageStatement } from "@exportsvc/datasets";
+import { isRenderedPlanStale, PAGE_SESSION_SETTINGS_SQL, type PageStatement } from "@exportsvc/datasets";
 import { to as copyTo } from "pg-copy-streams";
 import type { StreamSink } from "@exportsvc/rpc";
 
@@ -42,14 +42,13 @@ export interface CopyOptions {
 }
 
 /**
- * A page's statement decided on the page's own connection: it runs inside a repeatable-read,
- * read-only transaction (PAGE_SNAPSHOT_BEGIN_SQL) whose snapshot the COPY then reads, so what it
- * read to decide (a rendered dataset's state) and the rows are of one moment.
+ * What copyToSink COPYs: a page's statement, and, for one planned on a rendered dataset's state, how
+ * to plan the page again should PostgreSQL find that state moved (RENDERED_PLAN_STALE_SQLSTATE: the
+ * statement failed before its first row).
  */
-export type StatementInSnapshot = (db: PoolClient) => Promise<PageStatement>;
-
-/** What copyToSink COPYs: a statement known in advance, or one decided in the page's snapshot. */
-export type CopyStatement = PageStatement | StatementInSnapshot;
+export interface CopyStatement extends PageStatement {
+  replan?: () => Promise<CopyStatement>;
+}
 
 /**
  * Runs `COPY (<select>) TO STDOUT (FORMAT csv)` (or FORMAT text, PageStatement.format) and forwards its bytes, prefixed by `prefix`, in
@@ -63,22 +62,33 @@ export type CopyStatement = PageStatement | StatementInSnapshot;
  * happens when the consumer stays full for `stallTimeoutMs` (it stopped reading).
  */
 export async function copyToSink(pool: Pool, statement: CopyStatement, prefix: Buffer, sink: ChunkSink, options: CopyOptions): Promise<CopyOutcome> {
-  const { chunkBytes, stallTimeoutMs } = options;
   const client = await pool.connect();
-  const inSnapshot = typeof statement === "function";
-  let decided: PageStatement;
+  const connection = { destroy: false };
   try {
     await prepareSession(client);
-    if (inSnapshot) await client.query(PAGE_SNAPSHOT_BEGIN_SQL);
-    decided = inSnapshot ? await statement(client) : statement;
+    for (let planned = statement; ; ) {
+      try {
+        return await copyOnce(pool, client, connection, planned, prefix, sink, options);
+      } catch (err) {
+        // Refused before its first row, the connection idle again: the same connection COPYs the new plan.
+        if (!planned.replan || !isRenderedPlanStale(err)) throw err;
+        connection.destroy = false;
+        planned = await planned.replan();
+      }
+    }
   } catch (err) {
-    // Destroyed, not returned: nothing half-done (an open transaction) goes back to the pool.
-    client.release(true);
+    connection.destroy = true;
     throw err;
+  } finally {
+    client.release(connection.destroy ? true : undefined);
   }
-  const { select, format } = decided;
+}
+
+/** One COPY of copyToSink on `client`; sets `connection.destroy` when the connection must not go back to the pool. */
+async function copyOnce(pool: Pool, client: PoolClient, connection: { destroy: boolean }, statement: PageStatement, prefix: Buffer, sink: ChunkSink, options: CopyOptions): Promise<CopyOutcome> {
+  const { chunkBytes, stallTimeoutMs } = options;
+  const { select, format } = statement;
   const unescaper = format === "text" ? new CopyTextUnescaper() : undefined;
-  let destroyConnection = false;
   let sentChunks = 0;
   let bytes = 0;
   const stream = client.query(copyTo(`COPY (${select}) TO STDOUT (FORMAT ${format})`));
@@ -88,7 +98,7 @@ export async function copyToSink(pool: Pool, statement: CopyStatement, prefix: B
   // Set before the connection goes back to the pool: from then on its backend serves someone else.
   let finished = false;
   const abortQuery = () => {
-    destroyConnection = true;
+    connection.destroy = true;
     cancelBackend(pool, client);
     stream.destroy();
   };
@@ -139,17 +149,14 @@ export async function copyToSink(pool: Pool, statement: CopyStatement, prefix: B
     if (!cancelled && pendingBytes > 0) await send(Buffer.concat(pending, pendingBytes));
     if (cancelled) return { bytes, rows: 0, cancelled };
     await completed;
-    // The page is whole: a COMMIT that fails (the connection lost) only costs the connection.
-    if (inSnapshot) await client.query("COMMIT").catch(() => (destroyConnection = true));
     return { bytes, rows: stream.rowCount, cancelled };
   } catch (err) {
-    destroyConnection = true;
+    connection.destroy = true;
     if (err instanceof StreamStalled) throw err;
     if (cancelled) return { bytes, rows: 0, cancelled: true };
     throw sentChunks > 0 ? new StreamFailedAfterFirstChunk(err) : err;
   } finally {
     finished = true;
-    client.release(destroyConnection ? true : undefined);
   }
 }
 

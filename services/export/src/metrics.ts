@@ -16,6 +16,7 @@ export class ExportMetrics extends ServiceMetrics {
   readonly exportBytes = this.counter("export_bytes_total", "CSV bytes streamed to clients (before compression), by dataset family.", ["family"]);
   readonly formPages = this.counter("export_form_pages_total", "Form dataset pages exported, by where their _cursor values came from: stored with the rows, or signed by the page query (the table's signing key left the export's CURSOR_KEYS, or the schema service has none).", ["source"]);
   readonly renderedPages = this.counter("export_rendered_dataset_pages_total", "Pages of resource datasets and deviations, by how they were read: table (their rendered table was current), patched (the table, with the rows written since its render rendered live) or live (no table, too few rows, or a record the rows show changed since the render).", ["source"]);
+  readonly renderedPageReplans = this.counter("export_rendered_dataset_page_replans_total", "Pages of resource datasets and deviations planned again: the rendered state they were planned on had moved (a render or a write committed in between), so PostgreSQL refused their statement before its first row.");
   readonly visibilityHorizonLag = this.gauge("export_visibility_horizon_lag_seconds", "How far behind the current time the last export page's visibility horizon was held, by holder kind: undeclared_writer / declared_writer (open transactions that hold a transaction id; declared ones only for their own organization), pending_changes (unapplied form changes), reader_ignored (an open read-only transaction, which does not hold it: reported only).", ["holder"]);
 
   constructor(options: MetricsOptions = {}) {
@@ -27,6 +28,11 @@ export class ExportMetrics extends ServiceMetrics {
   /** A page of a resource dataset or deviations, by how it was read. */
   recordRenderedPage(source: RenderedPageSource): void {
     this.renderedPages.inc({ source });
+  }
+
+  /** A page of a resource dataset or deviations planned again (its rendered state had moved). */
+  recordRenderedPageReplan(): void {
+    this.renderedPageReplans.inc();
   }
 
   /** Adds rows and bytes of a streamed page (call per chunk or once per page). */

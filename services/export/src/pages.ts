@@ -57,7 +57,7 @@ export interface PagePlan {
   source: Pool;
   /**
    * Builds the page's statement; what it throws means the dataset cannot be exported (notExportable).
-   * A function of the page's connection decides it inside the page's snapshot (StatementInSnapshot).
+   * One planned on a rendered dataset's state says how to plan again should it not hold (CopyStatement).
    */
   statement(): CopyStatement;
   header: Buffer;

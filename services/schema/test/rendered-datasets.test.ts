@@ -7,9 +7,10 @@ import {
   CursorCodec,
   CursorKeyring,
   loadRegistryEntry,
+  isRenderedPlanStale,
   loadRenderedPlan,
-  PAGE_SNAPSHOT_BEGIN_SQL,
   RENDERED_PAGE_COPY_FORMAT,
+  RENDERED_PLAN_STALE_SQLSTATE,
   renderedPageStatement,
   rowsBinding,
   servesRendered,
@@ -47,17 +48,18 @@ async function copyText(pool: Pool | PoolClient, select: string, format: "csv" |
   }
 }
 
-/** One page as the export service reads it: in its own snapshot, the state read first and the statement it calls for COPYed. */
+/**
+ * One page as the export service reads it: its plan read first, then the statement it calls for
+ * COPYed, planned again while that statement's guard finds the plan stale (a render or a write in between).
+ */
 async function renderedPage(pool: Pool, dataset: PageDataset, request: PageRequest): Promise<{ page: string; source: RenderedPageSource }> {
-  const client = await pool.connect();
-  try {
-    await client.query(PAGE_SNAPSHOT_BEGIN_SQL);
-    const statement = await renderedPageStatement(client, dataset, request, codec);
-    const page = await copyText(client, statement.select, statement.format);
-    await client.query("COMMIT");
-    return { page, source: statement.source };
-  } finally {
-    client.release();
+  for (;;) {
+    const statement = renderedPageStatement(await loadRenderedPlan(pool, request.organizationId, dataset), dataset, request, codec);
+    try {
+      return { page: await copyText(pool, statement.select, statement.format), source: statement.source };
+    } catch (err) {
+      if (!isRenderedPlanStale(err)) throw err;
+    }
   }
 }
 
@@ -240,27 +242,35 @@ describe("rendered datasets", () => {
     expect((await pool.query("SELECT to_regclass($1) AS t", [stale.state.tableName])).rows[0].t).toBeNull();
   });
 
-  it("a page reads the state and its rows in one snapshot: a rename and a new table committed in between change neither", async () => {
-    const client = await pool.connect();
-    try {
-      await client.query(PAGE_SNAPSHOT_BEGIN_SQL);
-      const statement = await renderedPageStatement(client, dataset, { organizationId: org, limit: 500 }, codec);
-      expect(statement.source).toBe("table");
-      // Committed after the page's snapshot: a rename its rows show, and the table that replaces this one.
-      await pool.query("UPDATE products SET name = 'Product zero again' WHERE organization_id = $1 AND id = $2", [org, products[0]]);
-      expect((await render()).outcome).toBe("built");
-      const page = await copyText(client, statement.select, statement.format);
-      // The page is the live page of its own snapshot, not of now.
-      expect(page).toEqual(await copyText(client, buildPageQuery(dataset, { organizationId: org, limit: 500 }, codec)));
-      expect(page).not.toContain("Product zero again");
-      await client.query("COMMIT");
-    } finally {
-      client.release();
-    }
+  it("a page planned before a rename and a new table committed is refused by its own statement, before any row; planned again it shows the rename", async () => {
+    const request = { organizationId: org, limit: 500 };
+    const planned = renderedPageStatement(await loadRenderedPlan(pool, org, dataset), dataset, request, codec);
+    expect(planned.source).toBe("table");
+    // Committed after the plan was read: a rename its rows show, and the table that replaces this one.
+    await pool.query("UPDATE products SET name = 'Product zero again' WHERE organization_id = $1 AND id = $2", [org, products[0]]);
+    expect((await render()).outcome).toBe("built");
+    await expect(copyText(pool, planned.select, planned.format)).rejects.toMatchObject({ code: RENDERED_PLAN_STALE_SQLSTATE });
     const now = await pagesNow(500);
     expect(now).toMatchObject({ current: true, sources: ["table"] });
     expect(now.pages).toEqual(await livePages(500));
     expect(now.pages.join("")).toContain("Product zero again");
+  });
+
+  it("a page planned on a current table refuses it once the dataset's rows were written; planned again it reads the table patched", async () => {
+    const request = { organizationId: org, limit: 500 };
+    const planned = renderedPageStatement(await loadRenderedPlan(pool, org, dataset), dataset, request, codec);
+    expect(planned.source).toBe("table");
+    await pool.query("UPDATE suppliers SET description = 'written after the plan', last_modified = clock_timestamp() WHERE organization_id = $1 AND name = 'Supplier 4'", [org]);
+    await expect(copyText(pool, planned.select, planned.format)).rejects.toMatchObject({ code: RENDERED_PLAN_STALE_SQLSTATE });
+    const now = await pagesNow(500);
+    expect(now).toMatchObject({ current: false, patchable: true, sources: ["patched"] });
+    expect(now.pages).toEqual(await livePages(500));
+    expect(now.pages.join("")).toContain("written after the plan");
+    // A patched plan still holds after more writes of the dataset's own rows: they are rendered live.
+    const patched = renderedPageStatement(await loadRenderedPlan(pool, org, dataset), dataset, request, codec);
+    await pool.query("UPDATE suppliers SET description = 'and after that', last_modified = clock_timestamp() WHERE organization_id = $1 AND name = 'Supplier 4'", [org]);
+    expect(await copyText(pool, patched.select, patched.format)).toContain("and after that");
+    expect((await render()).outcome).toBe("updated");
   });
 
   it("a new attribute (new columns) builds a new table; the page of the old columns is not served from it", async () => {

@@ -13,7 +13,7 @@ import { REWRITE_REFERENCES, rewriteFeed } from "./rewrites-query";
  * deviations' rows rendered once into a table of the organization's schema, column `line` holding
  * each row's CSV record up to its `_cursor`, with the signed `_cursor` stored. The schema
  * service writes them (services/schema/src/maintenance/rendered-datasets.ts); a page reads them only
- * while its snapshot finds nothing they were rendered from changed (renderedPageStatement).
+ * while its own statement finds nothing they were rendered from changed (renderedPageStatement).
  */
 
 /**
@@ -103,7 +103,7 @@ const SELECT_RENDERED_PLAN = preparedStatement(
  * (current: neither the dataset's own rows, dataset_changes, nor the records its rows show changed
  * since the render; patchable: only its own rows did); undefined: none.
  */
-export async function loadRenderedPlan(db: Queryable, organizationId: string, dataset: PageDataset): Promise<RenderedPlan | undefined> {
+export async function loadRenderedPlan(db: Queryable, organizationId: string, dataset: Pick<PageDataset, "key" | "kind" | "sourceRef">): Promise<RenderedPlan | undefined> {
   const { rows } = await db.query<RenderedState & { current: boolean; patchable: boolean }>({ ...SELECT_RENDERED_PLAN, values: [organizationId, dataset.key, rewriteKindsOf(dataset)] });
   if (!rows[0]) return undefined;
   const { current, patchable, ...state } = rows[0];
@@ -182,9 +182,10 @@ function positionConditions(alias: string, request: PageRequest): string[] {
  *   the live page query for its id alone. The table's side reads at most twice the page's rows: where
  *   more of its rows in the window are stale, the rest are rendered live, never served behind. A
  *   dataset under constant writes is read at nearly the table's speed.
- * Either is exact only in a snapshot in which the state was read as it says (renderedPageStatement
- * reads both in one repeatable-read transaction); it takes the same position, limit and visibility
- * horizon as the live page query and gives the bytes it gives.
+ * Either is exact only in a snapshot in which the state is as `state` and `shape` say: the statement
+ * checks that first, in its own snapshot, and fails before its first row otherwise
+ * (renderedPageGuard); it takes the same position, limit and visibility horizon as the live page
+ * query and gives the bytes it gives.
  */
 export function buildRenderedPageQuery(
   dataset: PageDataset,
@@ -194,6 +195,7 @@ export function buildRenderedPageQuery(
   shape: RenderedPageShape,
 ): string {
   if (!Number.isInteger(request.limit) || request.limit < 1) throw new RangeError("limit must be a positive integer");
+  const guard = renderedPageGuard(dataset, state, request.organizationId, shape);
   const binding = rowsBinding(request.organizationId, dataset);
   const stored = codec.keyForStoredSignature(state.cursorSignature, binding) !== undefined;
   const cursorOf = (alias: string) => {
@@ -207,7 +209,7 @@ export function buildRenderedPageQuery(
     return `${label}
 SELECT c.line || ',' || ${cursorOf("c")} AS record
   FROM ${table} c
-  WHERE ${positionConditions("c", request).join(" AND ")}
+  WHERE ${[...positionConditions("c", request), guard].join(" AND ")}
   ORDER BY c.last_modified, c.id
   LIMIT ${limit}`;
   }
@@ -228,7 +230,31 @@ SELECT CASE WHEN p.rendered THEN p.line || ',' || ${cursorOf("p")} ELSE (SELECT 
                       ORDER BY c.last_modified, c.id
                       LIMIT ${integerLiteral(2 * request.limit)}) c ON c.last_modified = t.last_modified AND c.id = t.id
          ORDER BY t.last_modified, t.id) p
+  WHERE ${guard}
   ORDER BY p.last_modified, p.id`;
+}
+
+/**
+ * SQLSTATE of a rendered page whose plan no longer held in its statement's snapshot (the guard of
+ * migration 135): it failed before its first row, and is planned again (renderedPageStatement).
+ */
+export const RENDERED_PLAN_STALE_SQLSTATE = "XR001";
+
+/** Whether `err` is PostgreSQL refusing a rendered page planned on a state that moved (RENDERED_PLAN_STALE_SQLSTATE). */
+export const isRenderedPlanStale = (err: unknown): boolean => (err as { code?: unknown } | null)?.code === RENDERED_PLAN_STALE_SQLSTATE;
+
+/**
+ * The condition that makes a rendered page exact: in the statement's own snapshot, the dataset's
+ * rendered_datasets row still names the table the page reads, and that table is still current
+ * ("table") or patchable ("patched"): the conditions loadRenderedPlan read, evaluated once
+ * (rendered_page_guard, a one-time filter) before the first row; false fails the statement.
+ */
+function renderedPageGuard(dataset: PageDataset, state: RenderedState & { tableName: string }, organizationId: string, shape: RenderedPageShape): string {
+  const inputs = renderInputsSql(organizationId, dataset, "s.rewrites_from");
+  const holds = shape === "table" ? currentConditionsOf(inputs) : patchableConditionsOf(inputs);
+  return `rendered_page_guard(EXISTS (SELECT FROM rendered_datasets s
+    WHERE s.organization_id = ${uuidLiteral(organizationId)} AND s.dataset = ${textLiteral(dataset.key)} AND s.table_name = ${textLiteral(state.tableName)}
+      AND ${holds}))`;
 }
 
 /**
@@ -252,25 +278,19 @@ export interface PageStatement {
 }
 
 /**
- * The SQL that opens a page's snapshot for renderedPageStatement: the state and the rows it decides
- * how to read are read in one snapshot, so a render or a write committed in between cannot make the
- * page serve a table behind its rows.
+ * A rendered dataset's page statement for the plan loadRenderedPlan read just before (undefined:
+ * none): from the table while the plan says current, patched while it says patchable, else live.
+ * The table's and the patched statement carry the plan's guard (renderedPageGuard): in their own
+ * snapshot they fail with RENDERED_PLAN_STALE_SQLSTATE, before any row, when it no longer holds, and
+ * the caller plans the page again. One branch a statement: planning the three together (each guarded
+ * by the state read in the statement) cost 5–6 ms a page.
  */
-export const PAGE_SNAPSHOT_BEGIN_SQL = "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY";
-
-/**
- * A rendered dataset's page statement, decided on `db` inside the page's snapshot
- * (PAGE_SNAPSHOT_BEGIN_SQL, opened by the caller, who runs the statement in it): from the table while
- * the state is current, patched while it is patchable, else live. One branch a statement: planning
- * the three together (each guarded by the state read in the statement) cost 5–6 ms a page.
- */
-export async function renderedPageStatement(
-  db: Queryable,
+export function renderedPageStatement(
+  plan: RenderedPlan | undefined,
   dataset: PageDataset,
   request: PageRequest,
   codec: CursorCodec,
-): Promise<PageStatement & { source: RenderedPageSource }> {
-  const plan = await loadRenderedPlan(db, request.organizationId, dataset);
+): PageStatement & { source: RenderedPageSource } {
   if (plan?.patchable && servesRendered(dataset, plan.state)) {
     const shape: RenderedPageShape = plan.current ? "table" : "patched";
     return { select: buildRenderedPageQuery(dataset, plan.state, request, codec, shape), format: RENDERED_PAGE_COPY_FORMAT, source: shape };

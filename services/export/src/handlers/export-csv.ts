@@ -2,17 +2,20 @@ import {
   buildPageQuery,
   formIdOfDataset,
   isRenderedKind,
+  loadRenderedPlan,
   renderedPageStatement,
   servesStoredCursors,
   siteNameLookup,
   type CursorPosition,
   type PageRequest,
   type RenderedPageSource,
+  type RenderedPlan,
 } from "@exportsvc/datasets";
 import { create } from "@bufbuild/protobuf";
 import { ExportCsvResponseSchema, type ExportCsvRequest } from "@exportsvc/proto";
-import type { StatementInSnapshot } from "../copy-stream";
+import type { CopyStatement } from "../copy-stream";
 import { resolveCursor } from "../cursor-check";
+import { renderedPlanStarter } from "../rendered-plan";
 import { checkParameters } from "../parameters";
 import { csvHeader, feedHandler, pageHorizonStarter, type ExportDependencies, type PagePlanner } from "../pages";
 
@@ -25,10 +28,14 @@ const csvPage =
   (deps: ExportDependencies): PagePlanner<ExportCsvRequest> =>
   (request) => {
     const horizonOf = pageHorizonStarter(deps, request, { metrics: deps.metrics, readReplica: deps.readReplica, logger: deps.logger });
+    const planOf = renderedPlanStarter(deps.pool, request);
     return async (dataset) => {
       const params = checkParameters(request, dataset);
       const after: CursorPosition | undefined = params.cursor !== undefined ? await resolveCursor(deps.pool, deps.codec, request.organizationId, dataset, params.cursor) : params.original;
-      const { visibleBeforeMicros, source } = await horizonOf(formIdOfDataset(dataset));
+      // Resource datasets and deviations: read from their rendered table while it is current, patched while it is
+      // patchable, else live, as their state says (docs/export.md, "Rendered datasets").
+      const rendered = isRenderedKind(dataset);
+      const [{ visibleBeforeMicros, source }, plan] = await Promise.all([horizonOf(formIdOfDataset(dataset)), rendered ? planOf(dataset) : undefined]);
       // Form datasets: whether the rows' stored cursors are served, decided once for the query and the metric.
       const storedCursors = dataset.tableName !== undefined ? servesStoredCursors(dataset, request.organizationId, deps.codec) : undefined;
       const siteNames = dataset.kind === "submission" ? siteNameLookup(deps.siteCounts?.get(request.organizationId), params.limit) : undefined;
@@ -43,18 +50,23 @@ const csvPage =
         siteNames,
       };
       const logFields: Record<string, unknown> = siteNames ? { siteNames } : {};
-      // Resource datasets and deviations: read from their rendered table while it is current, patched while it is
-      // patchable, else live, as their state says in the page's own snapshot (docs/export.md, "Rendered datasets").
       let renderedSource: RenderedPageSource | undefined;
-      const rendered: StatementInSnapshot = async (db) => {
-        const statement = await renderedPageStatement(db, dataset, page, deps.codec);
+      // The statement's guard refuses a plan that no longer holds in its snapshot (a render or a write in
+      // between): planned again once from a fresh state, then live, which needs no plan.
+      const renderedStatement = (planned: RenderedPlan | undefined, replans: number): CopyStatement => {
+        const statement = renderedPageStatement(planned, dataset, page, deps.codec);
         renderedSource = logFields.rendered = statement.source;
-        return statement;
+        if (statement.source === "live") return statement;
+        const replan = async () => {
+          deps.metrics?.recordRenderedPageReplan();
+          return renderedStatement(replans > 0 ? await loadRenderedPlan(deps.pool, request.organizationId, dataset) : undefined, replans - 1);
+        };
+        return { ...statement, replan };
       };
       return {
         source,
         header: csvHeader(dataset),
-        statement: () => (isRenderedKind(dataset) ? rendered : { select: buildPageQuery(dataset, page, deps.codec), format: "csv" }),
+        statement: () => (rendered ? renderedStatement(plan, 1) : { select: buildPageQuery(dataset, page, deps.codec), format: "csv" }),
         logFields,
         streamed: (outcome) => {
           deps.metrics?.recordExport(dataset.kind, outcome.rows, outcome.bytes);
@@ -64,3 +76,4 @@ const csvPage =
       };
     };
   };
+

@@ -12,6 +12,7 @@ import {
   renderInputsSql,
   renderRowsSelect,
   FIXED_DATASETS,
+  fixedDatasetSource,
   type FixedDatasetDefinition,
   rewriteKindsOf,
   rowsBinding,
@@ -259,7 +260,7 @@ export async function dropRetiredRenderedTables(pool: Pool, graceMs: number): Pr
  * `smallRecheckMs` (default SMALL_RECHECK_MS) at the earliest, whatever its writes.
  */
 export async function renderCandidates(pool: Pool, opts: { limit: number; dutyFactor: number; organizationId?: string; smallRecheckMs?: number }): Promise<Array<{ organizationId: string; dataset: string }>> {
-  const kinds = JSON.stringify(Object.fromEntries(FIXED_DATASETS.map((d) => [d.key, rewriteKindsOf(datasetOfDefinition(d))])));
+  const kinds = JSON.stringify(Object.fromEntries(FIXED_DATASETS.map((d) => [d.key, rewriteKindsOf(fixedDatasetSource(d))])));
   const org = opts.organizationId ? `AND r.organization_id = ${uuidLiteral(opts.organizationId)}` : "";
   const i = renderInputs({
     organization: "r.organization_id",
@@ -288,10 +289,6 @@ export async function renderCandidates(pool: Pool, opts: { limit: number; dutyFa
   );
   return rows;
 }
-
-/** A fixed dataset as the page query sees it (kind and source), for rewriteKindsOf. */
-const datasetOfDefinition = (d: FixedDatasetDefinition) =>
-  d.family === "resource" ? { kind: "resource" as const, sourceRef: d.resourceKind! } : { kind: "deviations" as const, sourceRef: "deviations" };
 
 /** How long a dataset found too small to render waits before it is counted again (its pages read live meanwhile). */
 export const SMALL_RECHECK_MS = 10 * 60_000;

@@ -7,6 +7,7 @@ import {
   loadOrganizationAttributes,
   type OrganizationAttribute,
   type ColumnSpec,
+  fixedDatasetSource,
   type FixedDatasetDefinition,
 } from "@exportsvc/datasets";
 import { assignUniqueNames, composedName } from "@exportsvc/naming";
@@ -43,8 +44,7 @@ export function fixedDatasetEntry(
   }));
   return {
     key: definition.key,
-    kind: definition.family === "resource" ? "resource" : "deviations",
-    sourceRef: definition.resourceKind ?? definition.key,
+    ...fixedDatasetSource(definition),
     ...(definition.displayName !== undefined ? { displayName: definition.displayName } : {}),
     columns: [...core, ...attributeColumns],
     nameAssignments: Object.fromEntries(names),
@@ -64,7 +64,7 @@ export const fixedDatasetsSyncer: DatasetSyncer = {
     const desired: DesiredRegistryEntry[] = [];
     for (const definition of FIXED_DATASETS) {
       const current = stored.get(definition.key);
-      if (current && current.kind !== (definition.family === "resource" ? "resource" : "deviations")) {
+      if (current && current.kind !== fixedDatasetSource(definition).kind) {
         // Form dataset keys never take a fixed key (assignDatasetKeys is given them as taken); never overwrite one.
         throw new Error(`registry key ${definition.key} of organization ${organizationId} is held by a ${current.kind} dataset`);
       }
