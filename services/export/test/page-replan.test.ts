@@ -42,11 +42,12 @@ afterAll(async () => {
   await admin.end();
 });
 
-/** The organization's product names, in order (the organization id is a UUID the test made: safe as a literal). */
-const productNames = (organizationId: string) => `SELECT name FROM products WHERE organization_id = '${organizationId}' ORDER BY name`;
-
-/** The organization's products, the guard refusing the statement when `holds` is false (as a stale rendered plan's). */
-const guarded = (holds: boolean) => `${productNames(org).replace(" ORDER BY", ` AND rendered_page_guard(${holds}) ORDER BY`)}`;
+/**
+ * The organization's product names, in order (the organization id is a UUID the test made: safe as a
+ * literal); with `guardHolds`, behind the rendered pages' guard, which refuses the statement when false.
+ */
+const productNames = (organizationId: string, guardHolds?: boolean) =>
+  `SELECT name FROM products WHERE organization_id = '${organizationId}'${guardHolds === undefined ? "" : ` AND rendered_page_guard(${guardHolds})`} ORDER BY name`;
 
 const backendPid = async () => (await pages.query("SELECT pg_backend_pid() AS pid")).rows[0].pid as number;
 
@@ -54,9 +55,9 @@ describe("a page planned again when its plan is refused as stale", () => {
   it("COPYs the new plan on the same connection; only its bytes reach the sink", async () => {
     const pid = await backendPid();
     const replans: string[] = [];
-    const fresh: CopyStatement = { select: guarded(true), format: "csv" };
+    const fresh: CopyStatement = { select: productNames(org, true), format: "csv" };
     const stale: CopyStatement = {
-      select: guarded(false),
+      select: productNames(org, false),
       format: "csv",
       replan: async () => {
         replans.push("replanned");
@@ -73,7 +74,7 @@ describe("a page planned again when its plan is refused as stale", () => {
 
   it("plans as many times as the plans are refused, until one without a replan fails for good", async () => {
     let replans = 0;
-    const refused = (left: number): CopyStatement => ({ select: guarded(false), format: "csv", ...(left > 0 ? { replan: async () => (replans++, refused(left - 1)) } : {}) });
+    const refused = (left: number): CopyStatement => ({ select: productNames(org, false), format: "csv", ...(left > 0 ? { replan: async () => (replans++, refused(left - 1)) } : {}) });
     await expect(copyToSink(pages, refused(2), Buffer.alloc(0), memorySink(), OPTIONS)).rejects.toMatchObject({ code: "XR001" });
     expect(replans).toBe(2);
   });
@@ -86,7 +87,7 @@ describe("a page planned again when its plan is refused as stale", () => {
       format: "csv",
       replan: async () => {
         replanned = true;
-        return { select: guarded(true), format: "csv" };
+        return { select: productNames(org, true), format: "csv" };
       },
     };
     await expect(copyToSink(pages, failing, Buffer.alloc(0), memorySink(), OPTIONS)).rejects.toThrow(/invalid input syntax/);
