@@ -107,7 +107,7 @@ const TARGETS = process.env.BENCH_SYNC_TARGETS ? ALL_TARGETS.filter((t) => proce
  * copy, an incremental pass whose pages are upserted; its peak RSS growth is `againPeakRssGrowthMb`.
  */
 async function measureSync(
-  name: string, baseUrl: string, apiKey: string, dataset: string, kind: TargetKind, sampleRss = false, pids: ServicePids = {}, again?: () => Promise<void>,
+  name: string, baseUrl: string, apiKey: string, dataset: string, kind: TargetKind, sampleRss = false, pids: ProcessIds = {}, again?: () => Promise<void>,
 ): Promise<SyncMeasurement> {
   if (kind === "sqlite") linkOnDemandPackage("better-sqlite3"); // not in npm install: installed on first use
   const dir = kind !== "postgres" ? mkdtempSync(join(tmpdir(), "bench-sync-")) : undefined;
@@ -187,13 +187,10 @@ const noRatio = (): BackfillRatio => ({ ratio: 0, ceiling: NaN });
 /** Per target, its backfill over a plain export of the same dataset, per dataset kind. */
 export type SyncBackfillRatios = Record<TargetKind, Record<DatasetKind, BackfillRatio>>;
 
-/** The services' process ids, for the CPU each measurement costs them (./cpu). */
-type ServicePids = ProcessIds;
-
 /** The bench's source: suppliers and a form with a nested grid, built, behind a running stack. */
 async function withSource<T>(
   options: { suppliers: number; submissions: number },
-  work: (source: { pool: ReturnType<typeof createPool>; organizationId: string; baseUrl: string; apiKey: string; datasets: Record<DatasetKind, string>; pids: ServicePids }) => Promise<T>,
+  work: (source: { pool: ReturnType<typeof createPool>; organizationId: string; baseUrl: string; apiKey: string; datasets: Record<DatasetKind, string>; pids: ProcessIds }) => Promise<T>,
 ): Promise<T> {
   const source = await database("exportsvc_bench_sync");
   const pool = createPool({ connectionString: source.url, max: 4 });
@@ -231,7 +228,7 @@ async function withSource<T>(
  * target's ratio against the mean rows/s of the plain exports either side of it (the machine's load
  * drifts). `runs` rounds, the best ratio of each target kept, with the ceiling of its round.
  */
-async function backfillRatios(baseUrl: string, apiKey: string, dataset: string, runs: number, targets = ALL_TARGETS, pids: ServicePids = {}): Promise<Record<TargetKind, BackfillRatio>> {
+async function backfillRatios(baseUrl: string, apiKey: string, dataset: string, runs: number, targets = ALL_TARGETS, pids: ProcessIds = {}): Promise<Record<TargetKind, BackfillRatio>> {
   const best: Record<TargetKind, BackfillRatio> = { postgres: noRatio(), sqlite: noRatio(), duckdb: noRatio() };
   /** Each measurement's line, then where its CPU went (the machine's other work included). */
   const logged = <M extends Measurement>(m: M, cpu: CpuAccount): M => {
@@ -266,7 +263,7 @@ async function backfillRatios(baseUrl: string, apiKey: string, dataset: string, 
 }
 
 /** Every dataset kind of `kinds` backfilled into each of `targets`, `runs` interleaved rounds per kind (best ratio kept); logs one line per target. */
-async function allKindRatios(baseUrl: string, apiKey: string, datasets: Record<DatasetKind, string>, runs: number, targets = ALL_TARGETS, kinds: readonly DatasetKind[] = KINDS, pids: ServicePids = {}): Promise<SyncBackfillRatios> {
+async function allKindRatios(baseUrl: string, apiKey: string, datasets: Record<DatasetKind, string>, runs: number, targets = ALL_TARGETS, kinds: readonly DatasetKind[] = KINDS, pids: ProcessIds = {}): Promise<SyncBackfillRatios> {
   const ratios = Object.fromEntries(ALL_TARGETS.map(({ kind }) => [kind, Object.fromEntries(KINDS.map((k) => [k, noRatio()]))])) as SyncBackfillRatios;
   for (const kind of kinds) {
     const measured = await backfillRatios(baseUrl, apiKey, datasets[kind], runs, targets, pids);

@@ -1,4 +1,4 @@
-import { FIXED_DATASETS_BY_KEY, fixedDatasetSource, isRenderedKind, loadRenderedPlan, type PageDataset, type Queryable, type RenderedPlan } from "@exportsvc/datasets";
+import { FIXED_DATASETS_BY_KEY, fixedDatasetSource, loadRenderedPlan, type PageDataset, type Queryable, type RenderedPlan } from "@exportsvc/datasets";
 import type { PageRequest } from "./pages";
 
 /**
@@ -10,9 +10,10 @@ import type { PageRequest } from "./pages";
  * without an unhandled rejection.
  */
 export function renderedPlanStarter(db: Queryable, request: PageRequest): (dataset: PageDataset) => Promise<RenderedPlan | undefined> {
+  // Every fixed dataset is a rendered kind (a resource dataset or deviations).
   const fixed = FIXED_DATASETS_BY_KEY.get(request.datasetKey);
   const source = fixed ? fixedDatasetSource(fixed) : undefined;
-  const early = source && isRenderedKind(source) ? loadRenderedPlan(db, request.organizationId, { key: request.datasetKey, ...source }) : undefined;
+  const early = source ? loadRenderedPlan(db, request.organizationId, { key: request.datasetKey, ...source }) : undefined;
   early?.catch(() => undefined);
   return (dataset) => (early && dataset.kind === source?.kind && dataset.sourceRef === source.sourceRef ? early : loadRenderedPlan(db, request.organizationId, dataset));
 }
