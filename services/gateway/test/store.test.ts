@@ -158,6 +158,23 @@ describe.each(backends)("shared store semantics: %s", (_name, makeHarness) => {
     await expect(admitReleasing()).resolves.toMatchObject({ admitted: false, limit: "window" });
   });
 
+  it("slides a window of thousands of requests: those older than it leave, the rest still count", async () => {
+    const org = randomUUID();
+    const admitReleasing = async () => {
+      const r = request(org, { maxLeases: 10, maxInWindow: 2500, windowMs: 10_000 });
+      const result = await h.store.admit(r);
+      if (result.admitted) await h.store.releaseLease(r.leasesKey, r.id);
+      return result;
+    };
+    for (let i = 0; i < 1500; i++) expect((await admitReleasing()).admitted).toBe(true);
+    await h.pass(4000);
+    for (let i = 0; i < 999; i++) await admitReleasing();
+    await expect(admitReleasing()).resolves.toMatchObject({ admitted: true, inWindow: 2500 });
+    await expect(admitReleasing()).resolves.toMatchObject({ admitted: false, limit: "window" });
+    await h.pass(6500);
+    await expect(admitReleasing()).resolves.toMatchObject({ admitted: true, inWindow: 1001 });
+  });
+
   it("reports the window before the concurrency cap when both are reached", async () => {
     const org = randomUUID();
     await h.store.admit(request(org, { maxLeases: 1, maxInWindow: 1 }));
@@ -183,6 +200,26 @@ describe.each(backends)("shared store semantics: %s", (_name, makeHarness) => {
   it("is healthy and ready", async () => {
     await expect(h.store.ready(1000)).resolves.toBe(true);
     expect(h.store.status().healthy).toBe(true);
+  });
+});
+
+describe("in-process store with a clock that steps back", () => {
+  it("counts an admission timed before the newest as the newest: it leaves with it, never sooner", async () => {
+    let now = 1_700_000_000_000;
+    const store = createMemoryStore({ clock: { now: () => now } });
+    const admit = () =>
+      store.admit({ leasesKey: "l", windowKey: "w", id: randomUUID(), maxLeases: 10, leaseMs: 1000, maxInWindow: 10, windowMs: 1000 });
+    try {
+      await admit();
+      now -= 300; // e.g. NTP stepping the clock back
+      await expect(admit()).resolves.toMatchObject({ admitted: true, inWindow: 2 });
+      now += 1100; // 800 ms after the first: by its own clock time the second would have left already
+      await expect(admit()).resolves.toMatchObject({ admitted: true, inWindow: 3 });
+      now += 200; // 1000 ms after the first: both leave
+      await expect(admit()).resolves.toMatchObject({ admitted: true, inWindow: 2 });
+    } finally {
+      await store.close();
+    }
   });
 });
 

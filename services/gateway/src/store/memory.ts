@@ -3,7 +3,48 @@ import { systemClock, type AdmitRequest, type AdmitResult, type Clock, type Shar
 
 type Entry =
   | { kind: "string"; value: string; expiresAt: number }
-  | { kind: "zset"; members: Map<string, number>; expiresAt: number };
+  | { kind: "zset"; members: Map<string, number>; expiresAt: number }
+  | { kind: "window"; window: AdmissionWindow; expiresAt: number };
+
+/**
+ * A sliding window's admission times, oldest first: the Redis store's window zset, whose members are
+ * only ever added (scored by the time) and dropped by score. Kept in order, so dropping the expired
+ * ones costs what they are, not what the window holds (an organization allowed 100 000 requests a
+ * window would otherwise scan them all on every request). A time earlier than the newest (the system
+ * clock stepped back) is recorded as the newest: that request leaves the window a little late.
+ */
+class AdmissionWindow {
+  private times: number[] = [];
+  private head = 0;
+
+  get size(): number {
+    return this.times.length - this.head;
+  }
+
+  /** The oldest admission time (Infinity when empty). */
+  get oldest(): number {
+    return this.size > 0 ? this.times[this.head] : Infinity;
+  }
+
+  /** The newest admission time (-Infinity when empty). */
+  get newest(): number {
+    return this.size > 0 ? this.times[this.times.length - 1] : -Infinity;
+  }
+
+  add(time: number): void {
+    this.times.push(Math.max(time, this.newest));
+  }
+
+  /** Drops the admissions at or before `max`, like ZREMRANGEBYSCORE key -inf max. */
+  dropUpTo(max: number): void {
+    while (this.head < this.times.length && this.times[this.head] <= max) this.head++;
+    // Compacted once half of it is dropped: amortized O(1) per admission.
+    if (this.head > 1024 && this.head * 2 > this.times.length) {
+      this.times = this.times.slice(this.head);
+      this.head = 0;
+    }
+  }
+}
 
 export interface MemoryStoreOptions {
   clock?: Clock;
@@ -35,6 +76,11 @@ export function createMemoryStore(options: MemoryStoreOptions = {}): SharedStore
     return entry?.kind === "zset" ? entry.members : undefined;
   };
 
+  const admissions = (key: string, now: number): AdmissionWindow | undefined => {
+    const entry = live(key, now);
+    return entry?.kind === "window" ? entry.window : undefined;
+  };
+
   /** Removes members scored at or below `max`, like ZREMRANGEBYSCORE key -inf max. */
   const dropUpTo = (members: Map<string, number>, max: number) => {
     for (const [member, score] of members) if (score <= max) members.delete(member);
@@ -54,10 +100,10 @@ export function createMemoryStore(options: MemoryStoreOptions = {}): SharedStore
 
   const admit = (req: AdmitRequest): AdmitResult => {
     const now = clock.now();
-    const window = zset(req.windowKey, now) ?? new Map<string, number>();
-    dropUpTo(window, now - req.windowMs);
+    const window = admissions(req.windowKey, now) ?? new AdmissionWindow();
+    window.dropUpTo(now - req.windowMs);
     if (window.size >= req.maxInWindow) {
-      return { admitted: false, limit: "window", retryAfterMs: Math.max(1, minScore(window) + req.windowMs - now) };
+      return { admitted: false, limit: "window", retryAfterMs: Math.max(1, window.oldest + req.windowMs - now) };
     }
     const leases = zset(req.leasesKey, now) ?? new Map<string, number>();
     dropUpTo(leases, now);
@@ -66,8 +112,8 @@ export function createMemoryStore(options: MemoryStoreOptions = {}): SharedStore
     }
     leases.set(req.id, now + req.leaseMs);
     entries.set(req.leasesKey, { kind: "zset", members: leases, expiresAt: now + req.leaseMs });
-    window.set(req.id, now);
-    entries.set(req.windowKey, { kind: "zset", members: window, expiresAt: now + req.windowMs });
+    window.add(now);
+    entries.set(req.windowKey, { kind: "window", window, expiresAt: window.newest + req.windowMs });
     return { admitted: true, leasesHeld: leases.size, inWindow: window.size };
   };
 
