@@ -92,6 +92,14 @@ describe.each(backends)("shared store semantics: %s", (_name, makeHarness) => {
     ...overrides,
   });
 
+  /** Admits one request of `org` and releases its lease at once: only the window limits. */
+  const admitReleasing = async (org: string, overrides: Partial<AdmitRequest>) => {
+    const r = request(org, overrides);
+    const result = await h.store.admit(r);
+    if (result.admitted) await h.store.releaseLease(r.leasesKey, r.id);
+    return result;
+  };
+
   it("grants leases up to the cap, then names the concurrency limit without recording the request", async () => {
     const org = randomUUID();
     const first = request(org);
@@ -134,18 +142,13 @@ describe.each(backends)("shared store semantics: %s", (_name, makeHarness) => {
   it("rejects beyond the window budget with the time until the oldest request leaves, and a rejection consumes nothing", async () => {
     const org = randomUUID();
     const windowMs = 1500;
-    const admitReleasing = async () => {
-      const r = request(org, { maxInWindow: 3, windowMs });
-      const result = await h.store.admit(r);
-      if (result.admitted) await h.store.releaseLease(r.leasesKey, r.id);
-      return result;
-    };
-    expect((await admitReleasing()).admitted).toBe(true);
+    const admit = () => admitReleasing(org, { maxInWindow: 3, windowMs });
+    expect((await admit()).admitted).toBe(true);
     await h.pass(500);
-    expect((await admitReleasing()).admitted).toBe(true);
-    expect((await admitReleasing()).admitted).toBe(true);
+    expect((await admit()).admitted).toBe(true);
+    expect((await admit()).admitted).toBe(true);
     for (let i = 0; i < 3; i++) {
-      const rejected = await admitReleasing();
+      const rejected = await admit();
       expect(rejected).toMatchObject({ admitted: false, limit: "window" });
       if (!rejected.admitted) {
         expect(rejected.retryAfterMs).toBeGreaterThan(0);
@@ -154,25 +157,20 @@ describe.each(backends)("shared store semantics: %s", (_name, makeHarness) => {
     }
     // Sliding: once the first request is older than the window exactly one more fits.
     await h.pass(1100);
-    await expect(admitReleasing()).resolves.toMatchObject({ admitted: true, inWindow: 3 });
-    await expect(admitReleasing()).resolves.toMatchObject({ admitted: false, limit: "window" });
+    await expect(admit()).resolves.toMatchObject({ admitted: true, inWindow: 3 });
+    await expect(admit()).resolves.toMatchObject({ admitted: false, limit: "window" });
   });
 
   it("slides a window of thousands of requests: those older than it leave, the rest still count", async () => {
     const org = randomUUID();
-    const admitReleasing = async () => {
-      const r = request(org, { maxLeases: 10, maxInWindow: 2500, windowMs: 10_000 });
-      const result = await h.store.admit(r);
-      if (result.admitted) await h.store.releaseLease(r.leasesKey, r.id);
-      return result;
-    };
-    for (let i = 0; i < 1500; i++) expect((await admitReleasing()).admitted).toBe(true);
+    const admit = () => admitReleasing(org, { maxLeases: 10, maxInWindow: 2500, windowMs: 10_000 });
+    for (let i = 0; i < 1500; i++) expect((await admit()).admitted).toBe(true);
     await h.pass(4000);
-    for (let i = 0; i < 999; i++) await admitReleasing();
-    await expect(admitReleasing()).resolves.toMatchObject({ admitted: true, inWindow: 2500 });
-    await expect(admitReleasing()).resolves.toMatchObject({ admitted: false, limit: "window" });
+    for (let i = 0; i < 999; i++) await admit();
+    await expect(admit()).resolves.toMatchObject({ admitted: true, inWindow: 2500 });
+    await expect(admit()).resolves.toMatchObject({ admitted: false, limit: "window" });
     await h.pass(6500);
-    await expect(admitReleasing()).resolves.toMatchObject({ admitted: true, inWindow: 1001 });
+    await expect(admit()).resolves.toMatchObject({ admitted: true, inWindow: 1001 });
   });
 
   it("reports the window before the concurrency cap when both are reached", async () => {
