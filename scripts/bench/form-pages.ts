@@ -40,7 +40,7 @@ import { CursorCodec, CursorKeyring, loadRegistryEntry, PAGE_SESSION_SETTINGS_SQ
 import { buildDataset, formLockKeys, type FormField } from "@exportsvc/form-datasets";
 import { openBenchDatabase } from "./database";
 import { benchField as f, benchScalarFields, envInt, log, median, msSince } from "./helpers";
-import { httpPageTimings, measureGrpc, measureHttp, measureRawCopy, payloadPosition, type Measurement } from "./measure";
+import { measureGrpc, measureHttp, measureRawCopy, PageClock, pageTimesText, payloadPosition, type Measurement } from "./measure";
 import { newBenchCursorKeys, startBenchStack } from "./stack";
 import { cpuNoted, stackPids } from "./cpu";
 import { runAsScript } from "../lib/run-script";
@@ -252,6 +252,7 @@ export async function measureRawTable(pool: Pool, dataset: PageDataset, organiza
   const client = await pool.connect();
   await client.query(PAGE_SESSION_SETTINGS_SQL);
   const started = process.hrtime.bigint();
+  const clock = new PageClock();
   let rows = 0;
   let bytes = 0;
   let pages = 0;
@@ -260,14 +261,17 @@ export async function measureRawTable(pool: Pool, dataset: PageDataset, organiza
     for (;;) {
       const sql = `SELECT ${tableColumns.map((c) => `t.${c}`).join(", ")} FROM ${dataset.tableName} t
         WHERE t.organization_id = '${organizationId}'${after} ORDER BY t.last_modified, t.id LIMIT ${limit}`;
+      clock.ask();
       const stream = client.query(copyTo(`COPY (${sql}) TO STDOUT (FORMAT csv)`));
       const completed = commandCompleted(stream);
       let tail: Buffer = Buffer.alloc(0);
       for await (const chunk of stream as AsyncIterable<Buffer>) {
+        clock.chunk();
         bytes += chunk.length;
         tail = chunk.length >= 16384 ? chunk.subarray(-16384) : Buffer.concat([tail, chunk]).subarray(-16384);
       }
       await completed;
+      clock.ended();
       pages++;
       rows += stream.rowCount;
       if (stream.rowCount < limit) break;
@@ -280,7 +284,7 @@ export async function measureRawTable(pool: Pool, dataset: PageDataset, organiza
   } finally {
     client.release();
   }
-  return { name: "raw keyset COPY over the table", rows, bytes, pages, seconds: Number(process.hrtime.bigint() - started) / 1e9 };
+  return { name: "raw keyset COPY over the table", rows, bytes, pages, seconds: Number(process.hrtime.bigint() - started) / 1e9, page: clock.times() };
 }
 
 /** A scenario's medians, rows/s, by path, and the most the HTTP path's ratio over the raw one could have been at its CPU cost (cpuCeiling). */
@@ -358,8 +362,7 @@ export async function measureScenario(
   const { ceiling: httpCeiling, note: ceiling } = httpCpu.ceiling(results.http, results.raw.map(rate));
   log(`  full HTTP export                ${Math.round(med("http")).toLocaleString("en").padStart(9)} rows/s  ratio ${(med("http") / med("raw")).toFixed(2)}x (rounds ${perRound("http")})${ceiling}`);
   log(`  pageHorizon per call (median)   ${median(horizons).toFixed(2)} ms`);
-  const pages = await httpPageTimings(started.stack.baseUrl, started.apiKey, datasetKey, limit, 20);
-  log(`  HTTP page (median of ${pages.n}): ${pages.firstByteMs.toFixed(1)} ms to the first byte, ${pages.totalMs.toFixed(1)} ms to the last\n`);
+  log(`  a page, first byte / last byte (medians): raw ${pageTimesText(results.raw)}, HTTP ${pageTimesText(results.http)}\n`);
   return { raw: med("raw"), page: med("page"), grpc: med("grpc"), http: med("http"), httpCeiling };
 }
 

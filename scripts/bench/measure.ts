@@ -15,6 +15,48 @@ export interface Measurement {
   bytes: number;
   pages: number;
   seconds: number;
+  /** A page's times (medians over the pages), where the path pages itself. */
+  page?: PageTimes;
+}
+
+/** Milliseconds from asking for a page to its first byte and to its last (medians over a walk's pages). */
+export interface PageTimes {
+  firstByteMs: number;
+  lastByteMs: number;
+}
+
+/**
+ * Times each page of a walk: `ask` when the page is asked for, `chunk` on every chunk, `ended`
+ * when its last byte is in; `times` gives the medians. Where a page's time goes: the part before its
+ * first byte is the path's fixed work (requests, statements, process hops, one at a time), the rest
+ * its bytes streaming.
+ */
+export class PageClock {
+  private asked = 0n;
+  private first: number | undefined;
+  private readonly firstByte: number[] = [];
+  private readonly lastByte: number[] = [];
+  ask(): void {
+    this.asked = process.hrtime.bigint();
+    this.first = undefined;
+  }
+  chunk(): void {
+    this.first ??= msSince(this.asked);
+  }
+  ended(): void {
+    this.firstByte.push(this.first ?? msSince(this.asked));
+    this.lastByte.push(msSince(this.asked));
+  }
+  times(): PageTimes | undefined {
+    return this.lastByte.length ? { firstByteMs: median(this.firstByte), lastByteMs: median(this.lastByte) } : undefined;
+  }
+}
+
+/** "<first byte> / <last byte> ms" of a path's page, medians over its rounds' medians; "n/a" where none was timed. */
+export function pageTimesText(measurements: readonly Measurement[]): string {
+  const timed = measurements.flatMap((m) => (m.page ? [m.page] : []));
+  if (!timed.length) return "n/a";
+  return `${median(timed.map((t) => t.firstByteMs)).toFixed(1)} / ${median(timed.map((t) => t.lastByteMs)).toFixed(1)} ms`;
 }
 
 /** Keeps the last bytes of a stream: enough to read the last row's `_cursor` (the last field). */
@@ -59,6 +101,7 @@ export async function measureRawCopy(
   const client = await pool.connect();
   await client.query(PAGE_SESSION_SETTINGS_SQL); // as the export service's sessions
   const started = process.hrtime.bigint();
+  const clock = new PageClock();
   let rows = 0;
   let bytes = 0;
   let pages = 0;
@@ -66,14 +109,17 @@ export async function measureRawCopy(
   try {
     for (;;) {
       const sql = pageQuery(after);
+      clock.ask();
       const stream = client.query(copyTo(`COPY (${sql}) TO STDOUT (FORMAT csv)`));
       const completed = commandCompleted(stream);
       const tail = new Tail();
       for await (const chunk of stream as AsyncIterable<Buffer>) {
+        clock.chunk();
         bytes += chunk.length;
         tail.push(chunk);
       }
       await completed; // rowCount arrives after the end of the data
+      clock.ended();
       pages++;
       rows += stream.rowCount;
       if (stream.rowCount < limit) break;
@@ -82,7 +128,7 @@ export async function measureRawCopy(
   } finally {
     client.release();
   }
-  return { name, rows, bytes, pages, seconds: Number(process.hrtime.bigint() - started) / 1e9 };
+  return { name, rows, bytes, pages, seconds: Number(process.hrtime.bigint() - started) / 1e9, page: clock.times() };
 }
 
 /**
@@ -93,8 +139,8 @@ export async function measureRawCopy(
 async function pageThroughCursors(
   limit: number,
   readPage: (cursor: string | undefined, onChunk: (chunk: Uint8Array) => void) => Promise<void>,
-  maxPages = Number.POSITIVE_INFINITY,
 ) {
+  const clock = new PageClock();
   let rows = 0;
   let bytes = 0;
   let pages = 0;
@@ -102,18 +148,21 @@ async function pageThroughCursors(
   for (;;) {
     const tail = new Tail();
     let lines = 0;
+    clock.ask();
     await readPage(cursor, (chunk) => {
+      clock.chunk();
       bytes += chunk.byteLength;
       lines += countLines(chunk);
       tail.push(chunk);
     });
+    clock.ended();
     pages++;
     const pageRows = lines - 1;
     rows += pageRows;
-    if (pageRows < limit || pages >= maxPages) break;
+    if (pageRows < limit) break;
     cursor = tail.lastField();
   }
-  return { rows, bytes, pages };
+  return { rows, bytes, pages, page: clock.times() };
 }
 
 /** (b) A full export through the export service's gRPC stream, as the gateway consumes it. */
@@ -155,32 +204,6 @@ export async function measureHttp(baseUrl: string, apiKey: string, datasetKey: s
   } finally {
     agent.destroy();
   }
-}
-
-/** Time to the first body byte and to the end, per HTTP page, over the first `n` pages of a full export (medians). */
-export async function httpPageTimings(baseUrl: string, apiKey: string, datasetKey: string, limit: number, n: number) {
-  const agent = new http.Agent({ keepAlive: true, maxSockets: 1 });
-  const firstByte: number[] = [];
-  const total: number[] = [];
-  try {
-    await pageThroughCursors(
-      limit,
-      async (cursor, onChunk) => {
-        const started = process.hrtime.bigint();
-        let first = true;
-        await getBody(csvPageUrl(baseUrl, datasetKey, limit, cursor), { authorization: `Bearer ${apiKey}`, "accept-encoding": "identity" }, agent, (chunk) => {
-          if (first) firstByte.push(msSince(started));
-          first = false;
-          onChunk(chunk);
-        });
-        total.push(msSince(started));
-      },
-      n,
-    );
-  } finally {
-    agent.destroy();
-  }
-  return { n: total.length, firstByteMs: median(firstByte), totalMs: median(total) };
 }
 
 function csvPageUrl(baseUrl: string, datasetKey: string, limit: number, cursor: string | undefined): URL {

@@ -47,7 +47,7 @@ import { BENCH_DATASET, generateDeviations, generateSuppliers } from "./dataset"
 import { openBenchDatabase } from "./database";
 import { createBenchForm, measureInScenario, measureRawTable, SCENARIOS } from "./form-pages";
 import { envInt, log, median } from "./helpers";
-import { measureHttp, measureRawCopy, payloadPosition, type Measurement } from "./measure";
+import { measureHttp, measureRawCopy, pageTimesText, payloadPosition, type Measurement } from "./measure";
 import { awaitRendered, newBenchCursorKeys, startBenchStack } from "./stack";
 import { measureSyncBackfillRatios, type BackfillRatio } from "./sync";
 import { cpuNoted, MACHINE_CORES, stackPids } from "./cpu";
@@ -170,7 +170,7 @@ async function main(): Promise<void> {
     for (const name of Object.keys(paths)) {
       const ceiling = name in httpCpu ? ceilingOf(name as keyof typeof httpCpu).note : "";
       const ratio = name === "flat" ? "" : `  ratio ${(med(name) / med("flat")).toFixed(2)}x (rounds ${rounds(name)})${ceiling}`;
-      log(`  ${name.padEnd(18)} ${Math.round(med(name)).toLocaleString("en").padStart(9)} rows/s${ratio}`);
+      log(`  ${name.padEnd(18)} ${Math.round(med(name)).toLocaleString("en").padStart(9)} rows/s${ratio}; a page, first / last byte ${pageTimesText(results[name])}`);
     }
     const w = writeOutcomes.slice(1); // the untimed pass's left out
     const pct = (x: number) => `${Math.round(100 * x)} %`;
