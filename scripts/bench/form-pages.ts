@@ -20,6 +20,7 @@
  *   (c) the same pages straight from the export service's gRPC stream (no gateway), and
  *   (c') the full export through the public HTTP API (`Accept-Encoding: identity`), pages of n;
  *   (d) the page horizon alone (`pageHorizon` for the form, median per call).
+ * Each scenario also logs a page's first and last byte of (a) and (c') (PageClock of ./measure, medians).
  *
  * Environment (all optional):
  *   DATABASE_URL           server for the fresh database (dropped at the end unless BENCH_KEEP=1)
