@@ -9,8 +9,12 @@
  *     flat:       the physical limit: a plain table holding the suppliers' 21 CSV columns as text
  *                 (id uuid, last_modified timestamptz), keyset `COPY` pages of BENCH_LIMIT
  *                 (measureRawTable of form-pages.ts, the same loop as a form's raw table loop);
+ *     deviations flat: the same limit at the deviations' width: their 43 CSV columns in a plain
+ *                 table of their own, read by the same loop (a limit is a flat table of the width
+ *                 it bounds: a deviation's row is about twice a supplier's);
  *     resources:  `resources_suppliers` through the full HTTP API, and its page query under raw `COPY`;
- *     deviations: `deviations` through the full HTTP API, and its page query under raw `COPY`;
+ *     deviations: `deviations` through the full HTTP API (its ratio over `deviations flat`; over the
+ *                 suppliers' flat table as a plain line), and its page query under raw `COPY`;
  *     resources under writes: `resources_suppliers` through the HTTP API while BENCH_WRITE_RATE
  *                 single-row updates a second go to its suppliers (scripts/bench/writes.ts): pages
  *                 read the rendered table patched with the rows written since its render (a plain
@@ -55,7 +59,9 @@ import { startSupplierWrites, type WritesOutcome } from "./writes";
 import { runAsScript } from "../lib/run-script";
 
 /** The flat table holding the suppliers' rendered rows (the physical limit's table). */
+/** The flat tables of the limits: the suppliers' width, the deviations' width. */
 const FLAT_TABLE = "bench_storage_flat";
+const DEVIATIONS_FLAT_TABLE = "bench_storage_flat_deviations";
 
 export interface Ratio {
   name: string;
@@ -67,24 +73,24 @@ export interface Ratio {
 const rate = (m: Measurement) => m.rows / m.seconds;
 
 /**
- * The physical limit's table: the suppliers' CSV columns as the page query renders them, stored as
- * text (id and last_modified typed, for the keyset), with the export index. Returned as a dataset
- * whose columns are table columns, for measureRawTable.
+ * A physical limit's table, `table`: the dataset's CSV columns as its page query renders them
+ * (`_cursor` left out), stored as text (id and last_modified typed, for the keyset), with the export
+ * index. Returned as a dataset whose columns are table columns, for measureRawTable.
  */
-async function createFlatTable(pool: Pool, suppliers: PageDataset, organizationId: string, rows: number, codec: CursorCodec): Promise<PageDataset> {
-  const rendered = buildPageQuery(suppliers, { organizationId, limit: rows }, codec);
-  await pool.query(`DROP TABLE IF EXISTS ${FLAT_TABLE}`);
-  await pool.query(`CREATE TABLE ${FLAT_TABLE} AS SELECT '${organizationId}'::uuid AS organization_id, q.* FROM (${rendered}) q`);
+async function createFlatTable(pool: Pool, table: string, dataset: PageDataset, organizationId: string, rows: number, codec: CursorCodec): Promise<PageDataset> {
+  const rendered = buildPageQuery(dataset, { organizationId, limit: rows }, codec);
+  await pool.query(`DROP TABLE IF EXISTS ${table}`);
+  await pool.query(`CREATE TABLE ${table} AS SELECT '${organizationId}'::uuid AS organization_id, q.* FROM (${rendered}) q`);
   await pool.query(
-    `ALTER TABLE ${FLAT_TABLE} DROP COLUMN "_cursor", ALTER COLUMN id TYPE uuid USING id::uuid,
+    `ALTER TABLE ${table} DROP COLUMN "_cursor", ALTER COLUMN id TYPE uuid USING id::uuid,
        ALTER COLUMN last_modified TYPE timestamptz USING last_modified::timestamptz`,
   );
-  await pool.query(`CREATE INDEX ON ${FLAT_TABLE} (organization_id, last_modified, id)`);
-  await pool.query(`VACUUM ANALYZE ${FLAT_TABLE}`);
-  const columns: ColumnSpec[] = suppliers.columns.map((c) => ({ key: c.key, dataType: c.dataType, source: { kind: "table", column: c.key } }));
+  await pool.query(`CREATE INDEX ON ${table} (organization_id, last_modified, id)`);
+  await pool.query(`VACUUM ANALYZE ${table}`);
+  const columns: ColumnSpec[] = dataset.columns.map((c) => ({ key: c.key, dataType: c.dataType, source: { kind: "table", column: c.key } }));
   for (const c of columns) if (!/^[a-z_][a-z0-9_]*$/.test(c.key)) throw new Error(`flat table column '${c.key}' is not a plain identifier`);
   // Read like a form's materialized table (measureRawTable reads only tableName and the table columns).
-  return { key: FLAT_TABLE, kind: "submission", sourceRef: FLAT_TABLE, tableName: FLAT_TABLE, columns };
+  return { key: table, kind: "submission", sourceRef: table, tableName: table, columns };
 }
 
 /** The sync client's targets, in the order their RATIO lines are printed. */
@@ -126,7 +132,8 @@ async function main(): Promise<void> {
     const deviationColumns = await generateDeviations(pool, organizationId, rows, log);
     const suppliers: PageDataset = { key: BENCH_DATASET, kind: "resource", sourceRef: "suppliers", columns: supplierColumns };
     const deviations: PageDataset = { key: "deviations", kind: "deviations", sourceRef: "deviations", columns: deviationColumns };
-    const flat = await createFlatTable(pool, suppliers, organizationId, rows, codec);
+    const flat = await createFlatTable(pool, FLAT_TABLE, suppliers, organizationId, rows, codec);
+    const deviationsFlat = await createFlatTable(pool, DEVIATIONS_FLAT_TABLE, deviations, organizationId, rows, codec);
     await pool.query("CHECKPOINT").catch(() => undefined);
     stack = await startBenchStack(pool, db.url, organizationId, cursorKeys);
     const started = stack;
@@ -141,6 +148,7 @@ async function main(): Promise<void> {
     };
     const paths: Record<string, () => Promise<Measurement>> = {
       flat: () => measureRawTable(pool, flat, organizationId, limit),
+      "deviations flat": () => measureRawTable(pool, deviationsFlat, organizationId, limit),
       "resources query": () => measureRawCopy("resources page query, raw COPY", pool, suppliers, organizationId, codec, limit, payloadPosition),
       "resources HTTP": httpCpu["resources HTTP"].run,
       "deviations query": () => measureRawCopy("deviations page query, raw COPY", pool, deviations, organizationId, codec, limit, payloadPosition),
@@ -163,15 +171,21 @@ async function main(): Promise<void> {
     const results: Record<string, Measurement[]> = Object.fromEntries(Object.keys(paths).map((k) => [k, []]));
     for (let i = 0; i < runs; i++) for (const [name, run] of Object.entries(paths)) results[name].push(await run());
     const med = (name: string) => median(results[name].map(rate));
-    const rounds = (name: string) => results[name].map((m, i) => (rate(m) / rate(results.flat[i])).toFixed(2)).join(" / ");
-    // Per round against that round's flat limit, the median kept (as the ratios' rounds).
-    const ceilingOf = (name: keyof typeof httpCpu) => httpCpu[name].ceiling(results[name], results.flat.map(rate));
-    log(`\n[resources and deviations] ${rows.toLocaleString("en")} rows each, pages of ${limit}, ${runs} interleaved rounds (medians; ratio = rows/s over the flat table's)`);
+    // Each path against the limit of its width: the deviations' paths against their own flat table.
+    const limitOf = (name: string) => (name.startsWith("deviations") ? "deviations flat" : "flat");
+    const rounds = (name: string, limitName = limitOf(name)) => results[name].map((m, i) => (rate(m) / rate(results[limitName][i])).toFixed(2)).join(" / ");
+    // Per round against that round's limit, the median kept (as the ratios' rounds).
+    const ceilingOf = (name: keyof typeof httpCpu) => httpCpu[name].ceiling(results[name], results[limitOf(name)].map(rate));
+    const bytesPerRow = (name: string) => Math.round(results[name].reduce((a, m) => a + m.bytes, 0) / results[name].reduce((a, m) => a + m.rows, 0));
+    log(
+      `\n[resources and deviations] ${rows.toLocaleString("en")} rows each, pages of ${limit}, ${runs} interleaved rounds (medians; ratio = rows/s over the rows/s of the flat table of the path's width)`,
+    );
     for (const name of Object.keys(paths)) {
       const ceiling = name in httpCpu ? ceilingOf(name as keyof typeof httpCpu).note : "";
-      const ratio = name === "flat" ? "" : `  ratio ${(med(name) / med("flat")).toFixed(2)}x (rounds ${rounds(name)})${ceiling}`;
+      const ratio = name === limitOf(name) ? ` (${bytesPerRow(name)} bytes a row)` : `  ratio ${(med(name) / med(limitOf(name))).toFixed(2)}x over ${limitOf(name)} (rounds ${rounds(name)})${ceiling}`;
       log(`  ${name.padEnd(18)} ${Math.round(med(name)).toLocaleString("en").padStart(9)} rows/s${ratio}; a page, first / last byte ${pageTimesText(results[name])}`);
     }
+    log(`  deviations HTTP over the suppliers' flat table (${bytesPerRow("flat")} bytes a row against ${bytesPerRow("deviations HTTP")}): ${(med("deviations HTTP") / med("flat")).toFixed(2)}x (rounds ${rounds("deviations HTTP", "flat")})`);
     const w = writeOutcomes.slice(1); // the untimed pass's left out
     const pct = (x: number) => `${Math.round(100 * x)} %`;
     log(
@@ -184,7 +198,7 @@ async function main(): Promise<void> {
       for (const m of results[name]) if (m.rows !== expected) throw new Error(`${name}: ${m.rows} rows, expected ${expected}`);
     }
     ratios.push({ name: "resources_http_vs_flat", value: med("resources HTTP") / med("flat"), ceiling: ceilingOf("resources HTTP").ceiling });
-    ratios.push({ name: "deviations_http_vs_flat", value: med("deviations HTTP") / med("flat"), ceiling: ceilingOf("deviations HTTP").ceiling });
+    ratios.push({ name: "deviations_http_vs_flat", value: med("deviations HTTP") / med("deviations flat"), ceiling: ceilingOf("deviations HTTP").ceiling });
 
     // Part 2: the form dataset against its own table, per scenario.
     log(`\n[forms] dataset ${form.datasetKey}, ${rows.toLocaleString("en")} submissions\n`);

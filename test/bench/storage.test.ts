@@ -60,6 +60,12 @@ describe("bench:storage", () => {
     const ceilings = lines.filter((l) => l.startsWith("CEILING"));
     expect(ceilings.map((l) => l.split(" ")[1])).toEqual(ratios.map((l) => l.split(" ")[1]));
     for (const line of ceilings) expect(line).toMatch(/^CEILING [a-z_]+ ([0-9]+\.[0-9]+|n\/a)$/);
+    // Each limit is a flat table of the width it bounds: the deviations' rows (43 columns) are wider
+    // than the suppliers' (21), and the deviations' paths are measured against their own.
+    const bytesARow = (path: string) => Number(new RegExp(`^  ${path} +[0-9,]+ rows/s \\(([0-9]+) bytes a row\\)`, "m").exec(stdout)?.[1]);
+    expect(bytesARow("deviations flat")).toBeGreaterThan(1.3 * bytesARow("flat"));
+    expect(stdout).toMatch(/^  deviations HTTP +[0-9,]+ rows\/s +ratio [0-9.]+x over deviations flat /m);
+    expect(stdout).toMatch(/^  resources HTTP +[0-9,]+ rows\/s +ratio [0-9.]+x over flat /m);
   }, 300_000);
 });
 
