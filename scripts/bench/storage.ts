@@ -11,7 +11,7 @@
  *                 (measureRawTable of form-pages.ts, the same loop as a form's raw table loop);
  *     deviations flat: the same limit at the deviations' width: their 43 CSV columns in a plain
  *                 table of their own, read by the same loop (a limit is a flat table of the width
- *                 it bounds: a deviation's row is about twice a supplier's);
+ *                 it bounds: a deviation's row is 1.6 times a supplier's);
  *     resources:  `resources_suppliers` through the full HTTP API, and its page query under raw `COPY`;
  *     deviations: `deviations` through the full HTTP API (its ratio over `deviations flat`; over the
  *                 suppliers' flat table as a plain line), and its page query under raw `COPY`;
@@ -58,8 +58,7 @@ import { cpuNoted, MACHINE_CORES, stackPids } from "./cpu";
 import { startSupplierWrites, type WritesOutcome } from "./writes";
 import { runAsScript } from "../lib/run-script";
 
-/** The flat table holding the suppliers' rendered rows (the physical limit's table). */
-/** The flat tables of the limits: the suppliers' width, the deviations' width. */
+/** The physical limits' flat tables: the suppliers' rendered rows, the deviations'. */
 const FLAT_TABLE = "bench_storage_flat";
 const DEVIATIONS_FLAT_TABLE = "bench_storage_flat_deviations";
 
