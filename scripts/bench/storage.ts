@@ -172,6 +172,7 @@ async function main(): Promise<void> {
     const med = (name: string) => median(results[name].map(rate));
     // Each path against the limit of its width: the deviations' paths against their own flat table.
     const limitOf = (name: string) => (name.startsWith("deviations") ? "deviations flat" : "flat");
+    const ratioOf = (name: string) => med(name) / med(limitOf(name));
     const rounds = (name: string, limitName = limitOf(name)) => results[name].map((m, i) => (rate(m) / rate(results[limitName][i])).toFixed(2)).join(" / ");
     // Per round against that round's limit, the median kept (as the ratios' rounds).
     const ceilingOf = (name: keyof typeof httpCpu) => httpCpu[name].ceiling(results[name], results[limitOf(name)].map(rate));
@@ -181,7 +182,7 @@ async function main(): Promise<void> {
     );
     for (const name of Object.keys(paths)) {
       const ceiling = name in httpCpu ? ceilingOf(name as keyof typeof httpCpu).note : "";
-      const ratio = name === limitOf(name) ? ` (${bytesPerRow(name)} bytes a row)` : `  ratio ${(med(name) / med(limitOf(name))).toFixed(2)}x over ${limitOf(name)} (rounds ${rounds(name)})${ceiling}`;
+      const ratio = name === limitOf(name) ? ` (${bytesPerRow(name)} bytes a row)` : `  ratio ${ratioOf(name).toFixed(2)}x over ${limitOf(name)} (rounds ${rounds(name)})${ceiling}`;
       log(`  ${name.padEnd(18)} ${Math.round(med(name)).toLocaleString("en").padStart(9)} rows/s${ratio}; a page, first / last byte ${pageTimesText(results[name])}`);
     }
     log(`  deviations HTTP over the suppliers' flat table (${bytesPerRow("flat")} bytes a row against ${bytesPerRow("deviations HTTP")}): ${(med("deviations HTTP") / med("flat")).toFixed(2)}x (rounds ${rounds("deviations HTTP", "flat")})`);
@@ -196,8 +197,8 @@ async function main(): Promise<void> {
       const expected = name.startsWith("resources") ? rows : results["deviations query"][0].rows;
       for (const m of results[name]) if (m.rows !== expected) throw new Error(`${name}: ${m.rows} rows, expected ${expected}`);
     }
-    ratios.push({ name: "resources_http_vs_flat", value: med("resources HTTP") / med("flat"), ceiling: ceilingOf("resources HTTP").ceiling });
-    ratios.push({ name: "deviations_http_vs_flat", value: med("deviations HTTP") / med("deviations flat"), ceiling: ceilingOf("deviations HTTP").ceiling });
+    ratios.push({ name: "resources_http_vs_flat", value: ratioOf("resources HTTP"), ceiling: ceilingOf("resources HTTP").ceiling });
+    ratios.push({ name: "deviations_http_vs_flat", value: ratioOf("deviations HTTP"), ceiling: ceilingOf("deviations HTTP").ceiling });
 
     // Part 2: the form dataset against its own table, per scenario.
     log(`\n[forms] dataset ${form.datasetKey}, ${rows.toLocaleString("en")} submissions\n`);
