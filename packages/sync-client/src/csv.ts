@@ -108,7 +108,9 @@ export class CsvRecords {
   /** The record in progress: text of earlier chunks. */
   private pending: string[] = [];
   private inQuotes = false;
-  private width = -1;
+
+  /** `width`: how many fields every record has, when the header row was read elsewhere; -1: the first record (the header) sets it. */
+  constructor(private width = -1) {}
 
   /** The complete records the chunk ends (the first record, the header, sets the width of the others). */
   push(chunk: Buffer): Cell[][] {

@@ -1,7 +1,7 @@
 /**
- * A target that takes parsed rows (SQLite) gets the next page asked for as soon as a full page's
- * body has ended, while it is still writing that page's rows (the body read ahead and its records
- * counted: docs/sync-client.md, "Appending"); a short page asks for nothing more. A dataset's
+ * The SQLite target (its pages written on a thread of their own) gets the next page asked for as
+ * soon as a full page's body has ended, while that page's rows are still being written (its records
+ * counted as they are handed over: docs/sync-client.md, "Appending"); a short page asks for nothing more. A dataset's
  * first page is asked for while its table is made ready.
  */
 import { mkdtempSync, rmSync } from "node:fs";
@@ -13,7 +13,8 @@ import "../../../test/support/linked/better-sqlite3";
 import { ExportApiClient } from "../src/api/client";
 import { SyncEngine } from "../src/engine";
 import { SqliteTarget } from "../src/targets/sqlite";
-import type { PageWrite } from "../src/targets/target";
+import { PageWriterThread } from "../src/targets/sqlite-page-writer";
+import type { StateRow } from "../src/targets/sqlite-pages";
 
 const COLUMNS = [
   { key: "id", dataType: "uuid" },
@@ -67,29 +68,27 @@ describe("sync engine: a parsed page's next page asked for before its rows are w
   }
 
   it("asks for page two while page one's rows are still being written, and after the short page for nothing", async () => {
-    /** Each page's rows are held at their end until the next page is asked for (or 2 s); what was asked by then is noted. */
+    /** Each page's commit on the writer thread is held until the page after it is asked for (or 2 s); what was asked by then is noted. */
     const askedBeforeWritten: string[][] = [];
-    class Gated extends SqliteTarget {
-      override async writePage(write: PageWrite) {
-        const asked = () => [...requests];
-        async function* gated() {
-          let last: string | null = null;
-          for await (const r of write.rows) {
-            last = r[3];
-            yield r;
-          }
-          const before = requests.length;
-          for (let waited = 0; requests.length === before && waited < 2000 && last !== "c5"; waited += 20) await new Promise((r) => setTimeout(r, 20));
-          askedBeforeWritten.push(asked());
-        }
-        return super.writePage({ ...write, rows: gated() });
+    const call = Reflect.get(PageWriterThread.prototype, "call") as (this: PageWriterThread, request: { op: string; state?: StateRow }) => Promise<unknown>;
+    const held = jest.spyOn(PageWriterThread.prototype as unknown as { call: typeof call }, "call").mockImplementation(async function (this: PageWriterThread, request) {
+      if (request.op === "commit") {
+        // The page ending at `cursor`: the next one is asked for with it (none after the short page, c5).
+        const { cursor } = JSON.parse(request.state!.json) as { cursor: string };
+        for (let waited = 0; !requests.includes(cursor) && waited < 2000 && cursor !== "c5"; waited += 20) await new Promise((r) => setTimeout(r, 20));
+        askedBeforeWritten.push([...requests]);
       }
+      return call.call(this, request);
+    });
+    try {
+      const target = await syncedInto(new SqliteTarget(join(dir, "copy.db")));
+      expect(askedBeforeWritten).toEqual([["", "c2"], ["", "c2", "c4"], ["", "c2", "c4"]]);
+      expect(requests).toEqual(["", "c2", "c4"]);
+      expect(await target.countRows("products")).toBe(5);
+      await target.close();
+    } finally {
+      held.mockRestore();
     }
-    const target = await syncedInto(new Gated(join(dir, "copy.db")));
-    expect(askedBeforeWritten).toEqual([["", "c2"], ["", "c2", "c4"], ["", "c2", "c4"]]);
-    expect(requests).toEqual(["", "c2", "c4"]);
-    expect(await target.countRows("products")).toBe(5);
-    await target.close();
   });
 
   it("asks for a dataset's first page while its table is made ready, and uses that answer", async () => {

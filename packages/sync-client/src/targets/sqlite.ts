@@ -1,41 +1,46 @@
 /**
- * SQLite target (better-sqlite3, WAL). A page is one `BEGIN IMMEDIATE … COMMIT`: the rows are
- * upserted as they stream, in multi-row statements (an appended page inserts, into a table whose
- * key index is built when the append ends: see startAppend and AppendRefused),
- * the touched grid ids and the state are written, then COMMIT. Booleans are stored as 1/0, numbers with NUMERIC affinity, everything else as the export's text.
+ * SQLite target (better-sqlite3, WAL). A page is one `BEGIN IMMEDIATE … COMMIT` (PageInserter,
+ * ./sqlite-pages): its rows upserted as they stream, in multi-row statements (an appended page
+ * inserts, into a table whose key index is built when the append ends: see startAppend and
+ * AppendRefused), the touched grid ids and the state written, then COMMIT. CSV pages are written
+ * on a thread of their own (PageWriterThread), the rewrite feed's parsed pages on this connection.
  */
-import Database from "better-sqlite3";
-import type { Cell } from "../csv";
+import type Database from "better-sqlite3";
 import { reviveDatasetState, type DatasetState, type SyncState } from "../state";
-import { quoteIdent as q, STATE_SCHEMA } from "./sql";
-import { AppendRefused, GENERATION_COLUMN, type ContentComparison, type ContentDifferences, type FinishDataset, type FinishResult, type PageWrite, type TablePlan, type Target, type TombstoneWrite } from "./target";
+import { quoteIdent as q } from "./sql";
+import { PageWriterThread } from "./sqlite-page-writer";
+import {
+  converter,
+  createKey,
+  DATASETS,
+  ensureKey,
+  keyIndex,
+  META,
+  openCopyDatabase,
+  PageInserter,
+  PreparedStatements,
+  runWith,
+  saveStateRow,
+  sqliteType,
+  stateRow,
+  TOUCHED,
+  usedColumns,
+} from "./sqlite-pages";
+import { GENERATION_COLUMN, type ContentComparison, type ContentDifferences, type FinishDataset, type FinishResult, type PageWrite, type RawPageWrite, type TablePlan, type Target, type TombstoneWrite } from "./target";
 
-const TYPES: Record<string, string> = { number: "NUMERIC", boolean: "INTEGER" };
-export const sqliteType = (dataType: string) => TYPES[dataType] ?? "TEXT";
-
-const META = q(`${STATE_SCHEMA}$meta`);
-const DATASETS = q(`${STATE_SCHEMA}$datasets`);
-const TOUCHED = q(`${STATE_SCHEMA}$touched`);
+export { sqliteType } from "./sqlite-pages";
 
 export class SqliteTarget implements Target {
   readonly kind = "sqlite" as const;
   readonly maxConcurrency = 1;
   private readonly db: Database.Database;
-  private readonly statements = new Map<string, Database.Statement>();
+  private readonly statements: PreparedStatements;
+  /** Writes the CSV pages (writeRawPage): started when the target opens as a writer, again after it was lost. */
+  private pageWriter: PageWriterThread | null = null;
 
   constructor(readonly file: string) {
-    this.db = new Database(file);
-    // Pages of 16 KiB instead of 4 KiB for a new copy file (the size of an existing one stays): a
-    // dataset's row of 1–2 KB no longer spans pages, and a page's commit writes a quarter as many
-    // WAL frames; inserting 200 000 supplier rows took 0.8 s instead of 1.1 s (docs/sync-client.md).
-    this.db.pragma(`page_size = ${PAGE_SIZE}`);
-    this.db.pragma("journal_mode = WAL");
-    // WAL with synchronous=NORMAL survives a killed process (not a power loss) without losing commits.
-    this.db.pragma("synchronous = NORMAL");
-    // A checkpoint (two fsyncs) every ~40 MB of WAL instead of every ~4 MB: a backfill's commits took
-    // half the time (a page's rows are written once to the WAL either way).
-    this.db.pragma("wal_autocheckpoint = 10000");
-    this.db.pragma("busy_timeout = 10000");
+    this.db = openCopyDatabase(file);
+    this.statements = new PreparedStatements(this.db);
   }
 
   async open({ writer }: { writer: boolean }): Promise<void> {
@@ -44,6 +49,9 @@ export class SqliteTarget implements Target {
       CREATE TABLE IF NOT EXISTS ${META} (key TEXT PRIMARY KEY, value TEXT);
       CREATE TABLE IF NOT EXISTS ${DATASETS} (dataset_key TEXT PRIMARY KEY, table_name TEXT NOT NULL, state TEXT NOT NULL, updated_at TEXT NOT NULL);
       CREATE TABLE IF NOT EXISTS ${TOUCHED} (dataset_key TEXT NOT NULL, id TEXT NOT NULL, last_modified TEXT NOT NULL, max_row_index INTEGER NOT NULL, PRIMARY KEY (dataset_key, id));`);
+    // Started now, so that its start (loading the driver, opening the file) is not the first page's.
+    this.pageWriter = new PageWriterThread(this.file);
+    await this.pageWriter.ready;
   }
 
   async loadState(): Promise<SyncState> {
@@ -77,86 +85,23 @@ export class SqliteTarget implements Target {
     return next;
   }
 
+  /** A page of parsed rows (the rewrite feed) on this connection. */
   async writePage(write: PageWrite): Promise<{ rows: number }> {
-    const { plan, header } = write;
-    const used = usedColumns(plan, header);
-    const inHeader = new Set(header);
-    const updates = used
-      .filter((c) => !plan.keyColumns.includes(c.key))
-      .map((c) => `${q(c.key)} = excluded.${q(c.key)}`)
-      .concat(Object.keys(plan.columns).filter((k) => !inHeader.has(k) && !plan.keyColumns.includes(k)).map((k) => `${q(k)} = NULL`))
-      .concat([`${q(GENERATION_COLUMN)} = excluded.${q(GENERATION_COLUMN)}`]);
-    // Rows go in batches of `batch` per statement (one call into SQLite for many rows), the rest one
-    // by one. An appended page (see AppendRefused) inserts: a stored key fails the statement.
-    const width = used.length + 1;
-    const batch = Math.max(1, Math.min(ROWS_PER_STATEMENT, Math.floor(VARIABLES_PER_STATEMENT / width)));
-    const insert = (count: number) =>
-      this.prepared(
-        `INSERT INTO ${q(plan.table)} (${used.map((c) => q(c.key)).join(", ")}, ${q(GENERATION_COLUMN)}) VALUES ` +
-          Array.from({ length: count }, () => `(${used.map(() => "?").join(", ")}, ?)`).join(", ") +
-          (write.append ? "" : ` ON CONFLICT (${plan.keyColumns.map(q).join(", ")}) DO UPDATE SET ${updates.join(", ")}`),
-      );
-    let many: Database.Statement | undefined;
-    let one: Database.Statement | undefined;
-    const converters = used.map((c) => converter(c.type));
-    const grid = plan.keyColumns.includes("row_index") && !write.append;
-    const idAt = header.indexOf("id");
-    const rowIndexAt = header.indexOf("row_index");
-    const lastModifiedAt = header.indexOf("last_modified");
-    const touched = new Map<string, { lastModified: string; max: number }>();
-    let rows = 0;
-    this.db.exec("BEGIN IMMEDIATE");
+    const page = new PageInserter(this.db, this.statements, write);
+    page.begin();
     try {
-      if (!write.append) this.ensureKey(plan);
-      const values: unknown[] = new Array(batch * width);
-      let filled = 0;
-      let text = 0;
-      // Rows held for a statement: at most `batch`, and no more text than BYTES_PER_STATEMENT (wide rows go one by one).
-      const flush = () => {
-        if (filled === batch) runWith((many ??= insert(batch)), values);
-        else for (let i = 0; i < filled; i++) runWith((one ??= insert(1)), values.slice(i * width, (i + 1) * width));
-        filled = 0;
-        text = 0;
-      };
-      for await (const row of write.rows) {
-        const at = filled * width;
-        for (let j = 0; j < used.length; j++) {
-          const cell = row[used[j].i];
-          if (cell !== null) text += cell.length;
-          values[at + j] = converters[j](cell);
-        }
-        values[at + used.length] = write.generation;
-        if (++filled === batch || text > BYTES_PER_STATEMENT) flush();
-        rows++;
-        if (grid) {
-          const id = row[idAt] as string;
-          const rowIndex = Number(row[rowIndexAt]);
-          const lastModified = row[lastModifiedAt] ?? "";
-          const seen = touched.get(id);
-          if (!seen || lastModified > seen.lastModified) touched.set(id, { lastModified, max: rowIndex });
-          else if (rowIndex > seen.max) seen.max = rowIndex;
-        }
-      }
-      if (filled) flush();
-      values.fill(null);
-      const state = write.stateAfter();
-      if (touched.size) {
-        const touch = this.db.prepare(
-          `INSERT INTO ${TOUCHED} (dataset_key, id, last_modified, max_row_index) VALUES (?, ?, ?, ?)
-           ON CONFLICT (dataset_key, id) DO UPDATE SET
-             max_row_index = CASE WHEN excluded.last_modified > last_modified THEN excluded.max_row_index ELSE max(max_row_index, excluded.max_row_index) END,
-             last_modified = max(last_modified, excluded.last_modified)`,
-        );
-        for (const [id, t] of touched) touch.run(state.key, id, t.lastModified, t.max);
-      }
-      this.saveStateNow(state);
-      this.db.exec("COMMIT");
+      for await (const row of write.rows) page.add(row);
+      page.commit(stateRow(write.stateAfter()));
     } catch (err) {
-      if (this.db.inTransaction) this.db.exec("ROLLBACK");
-      if (write.append && /^SQLITE_CONSTRAINT_(PRIMARYKEY|UNIQUE)$/.test(String((err as { code?: string }).code))) throw new AppendRefused("a key of the page is stored already");
-      throw err;
+      page.rollback(err);
     }
-    return { rows };
+    return { rows: page.rows };
+  }
+
+  /** A CSV page, on the writer thread (PageWriterThread) while this thread reads the next. */
+  async writeRawPage(write: RawPageWrite): Promise<{ rows: number }> {
+    if (!this.pageWriter?.alive) this.pageWriter = new PageWriterThread(this.file);
+    return this.pageWriter.write(write);
   }
 
   /**
@@ -178,7 +123,7 @@ export class SqliteTarget implements Target {
 
   async finishDataset(finish: FinishDataset): Promise<FinishResult> {
     return this.db.transaction(() => {
-      this.ensureKey(finish.plan);
+      ensureKey(this.db, finish.plan);
       let trimmed = 0;
       let swept = 0;
       const table = q(finish.plan.table);
@@ -194,7 +139,7 @@ export class SqliteTarget implements Target {
         swept = this.db.prepare(`DELETE FROM ${table} WHERE ${q(GENERATION_COLUMN)} < ?`).run(finish.sweepBelowGeneration).changes;
       }
       finish.state.rowsDeleted += trimmed + swept;
-      this.saveStateNow(finish.state);
+      saveStateRow(this.db, stateRow(finish.state));
       return { trimmed, swept };
     }).immediate();
   }
@@ -204,14 +149,14 @@ export class SqliteTarget implements Target {
       let deleted = 0;
       if (write.tombstones.length && this.tableExists(write.plan.table)) {
         // Each tombstone finds its rows through the key (a deferred one is built first).
-        this.ensureKey(write.plan);
+        ensureKey(this.db, write.plan);
         // Both sides are the export's dateTime text (UTC, "+00", microseconds at most), which orders as text.
         const older = "last_modified" in write.plan.columns ? " AND (last_modified IS NULL OR last_modified < ?)" : "";
         const del = this.db.prepare(`DELETE FROM ${q(write.plan.table)} WHERE id = ?${older}`);
         for (const t of write.tombstones) deleted += (older ? del.run(t.id, t.deletedAt) : del.run(t.id)).changes;
       }
       write.state.rowsDeleted += deleted;
-      this.saveStateNow(write.state);
+      saveStateRow(this.db, stateRow(write.state));
       return deleted;
     }).immediate();
   }
@@ -225,7 +170,7 @@ export class SqliteTarget implements Target {
   }
 
   async saveState(state: DatasetState): Promise<void> {
-    this.saveStateNow(state);
+    saveStateRow(this.db, stateRow(state));
   }
 
   async saveListingEtag(etag: string | null): Promise<void> {
@@ -313,96 +258,14 @@ export class SqliteTarget implements Target {
   }
 
   async close(): Promise<void> {
+    await this.pageWriter?.close();
+    this.pageWriter = null;
     this.db.close();
-  }
-
-  /**
-   * Builds the key index a first backfill deferred, before anything is upserted into the table and
-   * when the read ends (finishDataset), in the caller's transaction. Without it an append cannot
-   * refuse a stored key: a row edited during the read and served again on a later page is stored
-   * twice. Such rows (the build fails on them) are resolved as upserts would have: of each key, the
-   * row inserted last stays (the highest rowid: an append-only table numbers its rows in insertion
-   * order); of a grid, an id's rows older than its newest version go too (its rows replaced as a set).
-   */
-  private ensureKey(plan: TablePlan): void {
-    const keyed = this.db.prepare(`SELECT 1 FROM pragma_index_list(?) WHERE origin = 'pk' OR name = ?`).get(plan.table, keyIndex(plan.table));
-    if (keyed) return;
-    try {
-      this.db.exec(createKey(plan));
-      return;
-    } catch (err) {
-      // A failed statement is undone on its own; the transaction goes on.
-      if ((err as { code?: string }).code !== "SQLITE_CONSTRAINT_UNIQUE") throw err;
-    }
-    const table = q(plan.table);
-    const keys = plan.keyColumns.map(q).join(", ");
-    const replaced = plan.keyColumns.includes("row_index") && "last_modified" in plan.columns ? "last_modified < max(last_modified) OVER (PARTITION BY id)" : "0";
-    this.db.exec(
-      `DELETE FROM ${table} WHERE rowid IN (
-         SELECT at FROM (SELECT rowid AS at, row_number() OVER (PARTITION BY ${keys} ORDER BY rowid DESC) AS nth, ${replaced} AS replaced FROM ${table})
-          WHERE nth > 1 OR replaced)`,
-    );
-    this.db.exec(createKey(plan));
-  }
-
-  /**
-   * The statement of `sql`, prepared once for the last few texts: a page's multi-row insert (about
-   * 2 000 placeholders) took 0.8 ms to prepare, every page again. SQLite re-prepares a kept
-   * statement itself when the schema changed under it (a column added).
-   */
-  private prepared(sql: string): Database.Statement {
-    let statement = this.statements.get(sql);
-    if (statement) this.statements.delete(sql);
-    else statement = this.db.prepare(sql);
-    // Most recently used last; the oldest go beyond the bound (a copy has a statement or two per dataset).
-    this.statements.set(sql, statement);
-    for (const oldest of this.statements.keys()) {
-      if (this.statements.size <= PREPARED_STATEMENTS) break;
-      this.statements.delete(oldest);
-    }
-    return statement;
   }
 
   private tableExists(name: string): boolean {
     return this.db.prepare("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?").get(name) !== undefined;
   }
-
-  private saveStateNow(state: DatasetState): void {
-    this.db
-      .prepare(
-        `INSERT INTO ${DATASETS} (dataset_key, table_name, state, updated_at) VALUES (?, ?, ?, ?)
-         ON CONFLICT (dataset_key) DO UPDATE SET table_name = excluded.table_name, state = excluded.state, updated_at = excluded.updated_at`,
-      )
-      .run(state.key, state.table, JSON.stringify(state), new Date().toISOString());
-  }
-}
-
-/** SQLite's page size for a copy file it creates (SqliteTarget's constructor). */
-const PAGE_SIZE = 16_384;
-/** Insert statements kept prepared (SqliteTarget.prepared): a few datasets' worth. */
-const PREPARED_STATEMENTS = 8;
-
-/** Rows per INSERT statement of a page, fewer for wide tables (SQLite binds at most 32 766 variables). */
-const ROWS_PER_STATEMENT = 64;
-const VARIABLES_PER_STATEMENT = 8_000;
-const BYTES_PER_STATEMENT = 256 * 1024;
-
-/**
- * Runs `statement` with `values` as its positional parameters, passed as arguments, not as one
- * array: better-sqlite3 reads an array's elements one by one through V8's object interface and its
- * arguments directly. A backfill of 100 000 suppliers cost the syncing process 17 % less CPU
- * (docs/sync-client.md, the storage settings of "The state model"). At most
- * VARIABLES_PER_STATEMENT values a batch, or one row's (SQLite allows 2 000 columns).
- */
-const runWith = (statement: Database.Statement, values: readonly unknown[]) => statement.run(...values);
-
-/** The unique index keying a table (`$` keeps it apart from every dataset key). */
-const keyIndex = (table: string) => `${table}$key`;
-const createKey = (plan: TablePlan) => `CREATE UNIQUE INDEX ${q(keyIndex(plan.table))} ON ${q(plan.table)} (${plan.keyColumns.map(q).join(", ")})`;
-
-/** The plan's columns present in the header, with their position in it and their type. */
-function usedColumns(plan: TablePlan, header: string[]): Array<{ key: string; i: number; type: string }> {
-  return header.map((key, i) => ({ key, i, type: plan.columns[key] })).filter((c) => c.type !== undefined);
 }
 
 /** compareContent's temporary tables: the export's rows as the copy's table types them, and its keys. */
@@ -410,10 +273,3 @@ const FRESH = "sync$fresh";
 const FRESH_KEYS = "sync$fresh_keys";
 /** Differences compareContent names. */
 const EXAMPLES = 5;
-
-/** Export text → SQLite value by the column's listing dataType. */
-function converter(dataType: string): (v: Cell) => unknown {
-  if (dataType === "boolean") return (v) => (v === "t" ? 1 : v === "f" ? 0 : v === "" ? null : v);
-  if (dataType === "text" || TYPES[dataType] === undefined) return (v) => v;
-  return (v) => (v === "" ? null : v);
-}
