@@ -114,6 +114,24 @@ describe("SQLite target: CSV pages written on the writer thread", () => {
     expect(stored().state).toBeUndefined();
   });
 
+  it("fails the page whose thread is lost, and starts another thread for the next page", async () => {
+    await target.writeRawPage(page(Readable.from([Buffer.from(record(1))])));
+    const thread = () => Reflect.get(target, "pageWriter") as { worker: { terminate(): Promise<number> } };
+    const lostThread = thread();
+    // The thread ends while the page's body is still arriving.
+    async function* body() {
+      yield Buffer.from(record(2));
+      await lostThread.worker.terminate();
+      yield Buffer.from(record(3));
+    }
+    await expect(target.writeRawPage(page(Readable.from(body())))).rejects.toThrow(/thread exited/);
+    expect(stored().rows.map((r) => r.id)).toEqual([id(1)]);
+    expect(stored().state).toMatchObject({ cursor: "c1", pages: 1 });
+    await expect(target.writeRawPage(page(Readable.from([Buffer.from(record(4))])))).resolves.toEqual({ rows: 1 });
+    expect(thread()).not.toBe(lostThread);
+    expect(stored().rows.map((r) => r.id)).toEqual([id(1), id(4)]);
+  });
+
   it("refuses an appended page that meets a stored key (AppendRefused), rolled back whole", async () => {
     await target.writeRawPage(page(Readable.from([Buffer.from(record(2))])));
     const refused = target.writeRawPage(page(Readable.from([Buffer.from(record(1) + record(2) + record(3))]), { append: true }));
