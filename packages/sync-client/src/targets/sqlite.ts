@@ -50,7 +50,7 @@ export class SqliteTarget implements Target {
       CREATE TABLE IF NOT EXISTS ${DATASETS} (dataset_key TEXT PRIMARY KEY, table_name TEXT NOT NULL, state TEXT NOT NULL, updated_at TEXT NOT NULL);
       CREATE TABLE IF NOT EXISTS ${TOUCHED} (dataset_key TEXT NOT NULL, id TEXT NOT NULL, last_modified TEXT NOT NULL, max_row_index INTEGER NOT NULL, PRIMARY KEY (dataset_key, id));`);
     // Started now, so that its start (loading the driver, opening the file) is not the first page's.
-    this.pageWriter = new PageWriterThread(this.file);
+    if (!this.pageWriter?.alive) this.pageWriter = new PageWriterThread(this.file);
     await this.pageWriter.ready;
   }
 
