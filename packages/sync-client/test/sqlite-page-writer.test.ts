@@ -33,13 +33,14 @@ describe("SQLite target: CSV pages written on the writer thread", () => {
   let state: DatasetState;
   let seen: Array<{ rows: number; lastCursor: string | null }>;
 
-  /** A raw page as the engine hands it over; `failure` makes the body fail after its chunks. */
+  /** A raw page as the engine hands it over: its body not read to its end, or `failure`, fails assertCleanEnd. */
   const page = (records: Readable, opts: { append?: boolean; failure?: Error } = {}): RawPageWrite => ({
     plan: PLAN,
     header: HEADER,
     records,
     assertCleanEnd: () => {
       if (opts.failure) throw opts.failure;
+      if (!records.readableEnded) throw new Error("the body was not read to its end");
     },
     cursorColumn: 4,
     generation: 1,
@@ -138,5 +139,14 @@ describe("SQLite target: CSV pages written on the writer thread", () => {
     await expect(refused).rejects.toBeInstanceOf(AppendRefused);
     expect(stored().rows.map((r) => r.id)).toEqual([id(2)]);
     expect(stored().state).toMatchObject({ cursor: "c2", pages: 1 });
+  });
+
+  it("refuses an appended page meeting a stored key while its body is still arriving, as AppendRefused, not as a body cut short", async () => {
+    await target.writeRawPage(page(Readable.from([Buffer.from(record(2))])));
+    // More than PAGE_READ_AHEAD_BYTES: the thread refuses the page before the body has been handed over.
+    const wide = "x".repeat(1024);
+    const text = [2, ...Array.from({ length: Math.ceil((2 * PAGE_READ_AHEAD_BYTES) / wide.length) }, (_, i) => i + 10)].map((i) => record(i, wide)).join("");
+    await expect(target.writeRawPage(page(Readable.from(chunksOf(text, 65_536)), { append: true }))).rejects.toBeInstanceOf(AppendRefused);
+    expect(stored().rows.map((r) => r.id)).toEqual([id(2)]);
   });
 });

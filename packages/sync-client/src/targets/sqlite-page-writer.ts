@@ -107,8 +107,9 @@ export class PageWriterThread {
       try {
         await pipeline(write.records, new CursorFieldReplaced(null, (page) => write.recordsSeen?.(page)), this.handOver());
       } catch (err) {
-        // A body that failed is a failed page, whatever the thread did with its bytes.
-        write.assertCleanEnd();
+        // The thread's failure stopped the body (the page's own error: AppendRefused, say, which the
+        // body cut short must not hide); otherwise a body that failed is a failed page.
+        if (err !== this.failure && err !== this.gone) write.assertCleanEnd();
         throw err;
       }
       write.assertCleanEnd();
