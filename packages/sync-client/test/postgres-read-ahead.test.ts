@@ -2,13 +2,14 @@
  * The PostgreSQL target's appended page tells the engine as soon as it has seen every record of the
  * body (RawPageWrite.recordsSeen), before the COPY has loaded them all and before the page commits:
  * the engine asks for the next page then (docs/sync-client.md, "Appending"). A body cut short never
- * reports its records seen. Needs a PostgreSQL server: DATABASE_URL (default the local one).
+ * reports its records seen; a page refused while its body still arrives is refused (AppendRefused),
+ * not taken for a body cut short. Needs a PostgreSQL server: DATABASE_URL (default the local one).
  */
 import { randomBytes } from "node:crypto";
 import { Readable } from "node:stream";
 import { newDatasetState, type DatasetState } from "../src/state";
 import { PostgresTarget } from "../src/targets/postgres";
-import type { RawPageWrite, TablePlan } from "../src/targets/target";
+import { AppendRefused, type RawPageWrite, type TablePlan } from "../src/targets/target";
 import { databaseUrl, onItsOwnConnection as run, SERVER } from "./postgres-admin";
 
 const PLAN: TablePlan = { table: "resources_products", keyColumns: ["id"], columns: { id: "uuid", last_modified: "dateTime", name: "text" } };
@@ -65,6 +66,29 @@ describe("PostgreSQL target: an appended page's records seen before they are wri
     expect(rows).toBe(ROWS);
     expect(events).toEqual([`seen ${ROWS} cursor${ROWS - 1}`, `state after ${ROWS} cursor${ROWS - 1}`]);
     expect(await target.countRows(PLAN.table)).toBe(ROWS);
+  });
+
+  it("refuses an appended page meeting a stored key while its body is still arriving as AppendRefused, not as a body cut short", async () => {
+    // The key built (as when a read meets a stored key), one row stored; the next page repeats it first.
+    await target.finishDataset({ plan: PLAN, state, sweepBelowGeneration: null });
+    await target.writeRawPage!(write(Readable.from([Buffer.from(page.slice(0, page.indexOf("\n") + 1))]), []));
+    const bytes = Buffer.from(page);
+    // The body as a socket hands it over: 64 KiB chunks, a few milliseconds apart.
+    async function* arriving() {
+      for (let i = 0; i * 65536 < bytes.length; i++) {
+        yield bytes.subarray(i * 65536, (i + 1) * 65536);
+        await new Promise((resolve) => setTimeout(resolve, 5));
+      }
+    }
+    const records = Readable.from(arriving());
+    const refused = target.writeRawPage!({
+      ...write(records, []),
+      assertCleanEnd: () => {
+        if (!records.readableEnded) throw new Error("the body was not read to its end");
+      },
+    });
+    await expect(refused).rejects.toBeInstanceOf(AppendRefused);
+    expect(await target.countRows(PLAN.table)).toBe(1);
   });
 
   it("never reports a body cut short inside a record as seen", async () => {

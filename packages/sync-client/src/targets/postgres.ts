@@ -185,9 +185,10 @@ export class PostgresTarget implements Target {
       try {
         await pipeline(write.records, records, new PassThrough({ highWaterMark: PAGE_READ_AHEAD_BYTES }), copy);
       } catch (err) {
-        write.assertCleanEnd();
+        // The page's own refusal first: it stops a body that is still arriving, which must not pass for one cut short.
         if ((err as { code?: string }).code === UNIQUE_VIOLATION) throw new AppendRefused("a key of the page is stored already");
         if (err instanceof CursorFieldError) throw new AppendRefused(err.message);
+        write.assertCleanEnd();
         throw err;
       }
       write.assertCleanEnd();
