@@ -50,8 +50,7 @@ export class SqliteTarget implements Target {
       CREATE TABLE IF NOT EXISTS ${DATASETS} (dataset_key TEXT PRIMARY KEY, table_name TEXT NOT NULL, state TEXT NOT NULL, updated_at TEXT NOT NULL);
       CREATE TABLE IF NOT EXISTS ${TOUCHED} (dataset_key TEXT NOT NULL, id TEXT NOT NULL, last_modified TEXT NOT NULL, max_row_index INTEGER NOT NULL, PRIMARY KEY (dataset_key, id));`);
     // Started now, so that its start (loading the driver, opening the file) is not the first page's.
-    if (!this.pageWriter?.alive) this.pageWriter = new PageWriterThread(this.file);
-    await this.pageWriter.ready;
+    await this.writerThread().ready;
   }
 
   async loadState(): Promise<SyncState> {
@@ -100,8 +99,13 @@ export class SqliteTarget implements Target {
 
   /** A CSV page, on the writer thread (PageWriterThread) while this thread reads the next. */
   async writeRawPage(write: RawPageWrite): Promise<{ rows: number }> {
+    return this.writerThread().write(write);
+  }
+
+  /** The page writer thread, started again if it was lost. */
+  private writerThread(): PageWriterThread {
     if (!this.pageWriter?.alive) this.pageWriter = new PageWriterThread(this.file);
-    return this.pageWriter.write(write);
+    return this.pageWriter;
   }
 
   /**
@@ -139,7 +143,7 @@ export class SqliteTarget implements Target {
         swept = this.db.prepare(`DELETE FROM ${table} WHERE ${q(GENERATION_COLUMN)} < ?`).run(finish.sweepBelowGeneration).changes;
       }
       finish.state.rowsDeleted += trimmed + swept;
-      saveStateRow(this.db, stateRow(finish.state));
+      this.saveStateNow(finish.state);
       return { trimmed, swept };
     }).immediate();
   }
@@ -156,7 +160,7 @@ export class SqliteTarget implements Target {
         for (const t of write.tombstones) deleted += (older ? del.run(t.id, t.deletedAt) : del.run(t.id)).changes;
       }
       write.state.rowsDeleted += deleted;
-      saveStateRow(this.db, stateRow(write.state));
+      this.saveStateNow(write.state);
       return deleted;
     }).immediate();
   }
@@ -170,7 +174,7 @@ export class SqliteTarget implements Target {
   }
 
   async saveState(state: DatasetState): Promise<void> {
-    saveStateRow(this.db, stateRow(state));
+    this.saveStateNow(state);
   }
 
   async saveListingEtag(etag: string | null): Promise<void> {
@@ -261,6 +265,10 @@ export class SqliteTarget implements Target {
     await this.pageWriter?.close();
     this.pageWriter = null;
     this.db.close();
+  }
+
+  private saveStateNow(state: DatasetState): void {
+    saveStateRow(this.db, stateRow(state));
   }
 
   private tableExists(name: string): boolean {
